@@ -1,0 +1,70 @@
+"""The ``[grant_scheduler]`` option group: the knobs of the grants protocol."""
+
+from oslo_config import cfg
+
+GROUP_NAME = "grant_scheduler"
+
+group = cfg.OptGroup(
+    GROUP_NAME,
+    title="grant_scheduler protocol options",
+    help="Options of the grants protocol (scheduler, compute claim, reaper).",
+)
+
+scheduler_opts = [
+    cfg.IntOpt(
+        "grant_ttl",
+        default=600,
+        min=1,
+        help="""
+Seconds a grant stays live before the reaper may delete it if no compute host
+has consumed it.  Make it longer than the worst delay between a scheduler's
+answer and the compute host's claim (image download, conductor queues);
+a compute host that arrives for an expired or reaped grant re-checks capacity
+and rejects the build when it no longer fits.
+""",
+    ),
+    cfg.IntOpt(
+        "host_subset_size",
+        default=3,
+        min=1,
+        help="""
+Choose randomly among this many best-fitting hosts (Nova's option of the same
+name).  Values above 1 keep concurrent schedulers from herding onto the same
+host and so reduce conflicts; 1 always picks the best fit.
+""",
+    ),
+    cfg.IntOpt(
+        "max_fallovers",
+        default=10,
+        min=0,
+        help="""
+How many times one instance may fall over to the next host after its grant
+lost the verification, before the request fails with NoValidHost.  Each
+fall-over costs a grant write and a verification read.
+""",
+    ),
+    cfg.IntOpt(
+        "reap_interval",
+        default=60,
+        min=1,
+        help="Seconds between two runs of the periodic grant reaper.",
+    ),
+    cfg.IntOpt(
+        "reap_batch_size",
+        default=500,
+        min=1,
+        help="""
+At most this many grant rows are deleted per reaper transaction, so the
+reaper never holds locks for long.
+""",
+    ),
+]
+
+
+def register_opts(conf):
+    conf.register_group(group)
+    conf.register_opts(scheduler_opts, group=group)
+
+
+def list_opts():
+    return {group: scheduler_opts}

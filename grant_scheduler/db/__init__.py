@@ -1,0 +1,1 @@
+"""Storage: the models, the migrations and the single data-access layer."""

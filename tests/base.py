@@ -1,0 +1,161 @@
+"""Test base classes, database fixtures and scenario expansion.
+
+Tests are unittest-style so ``python -m unittest`` runs them as well as
+pytest.  Backend matrices use testscenarios' scenario lists, expanded into
+concrete subclasses at import time: pytest ignores ``load_tests`` and
+``testscenarios.WithScenarios`` loses scenario attributes under pytest 9.
+
+A database test never skips: when its server is missing it fails, naming
+the URL it tried and the environment variable that sets it.
+"""
+
+import os
+import sys
+import tempfile
+import unittest
+import uuid
+
+import fixtures
+import sqlalchemy as sa
+from testscenarios import scenarios as ts_scenarios
+
+from grant_scheduler.db import api as db_api
+from grant_scheduler.db import migration
+
+# Admin URLs of the servers the functional tests create throw-away databases
+# in.  .ci/run and tools/prepare-test-databases.sh create these users.
+ADMIN_URLS = {
+    "mysql": os.environ.get(
+        "GRANT_SCHEDULER_TEST_MYSQL_URL",
+        "mysql+pymysql://openstack_citest:openstack_citest@127.0.0.1/",
+    ),
+    "postgresql": os.environ.get(
+        "GRANT_SCHEDULER_TEST_POSTGRESQL_URL",
+        "postgresql+psycopg2://openstack_citest:openstack_citest"
+        "@127.0.0.1/postgres",
+    ),
+}
+ADMIN_URL_ENV = {
+    "mysql": "GRANT_SCHEDULER_TEST_MYSQL_URL",
+    "postgresql": "GRANT_SCHEDULER_TEST_POSTGRESQL_URL",
+}
+
+SQLITE = [("sqlite", {"backend": "sqlite"})]
+SERVERS = [
+    ("mysql", {"backend": "mysql"}),
+    ("postgresql", {"backend": "postgresql"}),
+]
+ALL_BACKENDS = SQLITE + SERVERS
+
+
+class TestCase(fixtures.TestWithFixtures, unittest.TestCase):
+    """Base for every grant_scheduler test."""
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(fixtures.Timeout(600, gentle=True))
+
+
+def with_scenarios(scenarios):
+    """Class decorator: one concrete TestCase per scenario.
+
+    ``scenarios`` is a testscenarios list of ``(name, attributes)``; combine
+    lists with ``multiply_scenarios``.  The decorated class is a mixin that
+    is not collected itself; ``TestFoo_mysql`` and friends are added to its
+    module.
+    """
+
+    def decorate(mixin):
+        module = sys.modules[mixin.__module__]
+        for name, attributes in scenarios:
+            cls_name = "Test%s_%s" % (mixin.__name__, name)
+            namespace = dict(attributes, __module__=mixin.__module__)
+            setattr(
+                module, cls_name, type(cls_name, (mixin, TestCase), namespace)
+            )
+        return mixin
+
+    return decorate
+
+
+multiply_scenarios = ts_scenarios.multiply_scenarios
+
+
+class DatabaseFixture(fixtures.Fixture):
+    """A throw-away database on one backend, migrated to head by default.
+
+    ``self.url`` is a URL other processes can use; ``self.database`` is a
+    ``Database`` for this process.
+    """
+
+    def __init__(self, backend, migrate=True):
+        super().__init__()
+        self.backend = backend
+        self.migrate = migrate
+
+    def _setUp(self):
+        if self.backend == "sqlite":
+            directory = self.useFixture(fixtures.TempDir()).path
+            self.url = "sqlite:///%s" % os.path.join(directory, "test.sqlite")
+        else:
+            self.url = self._create_server_database()
+        self.database = db_api.Database(self.url)
+        self.addCleanup(self.database.dispose)
+        if self.migrate:
+            migration.upgrade(self.database)
+
+    def _create_server_database(self):
+        admin_url = sa.engine.make_url(ADMIN_URLS[self.backend])
+        name = "gs_test_%s" % uuid.uuid4().hex[:12]
+        admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+        self.addCleanup(admin.dispose)
+        try:
+            with admin.connect() as conn:
+                conn.exec_driver_sql("CREATE DATABASE %s" % name)
+        except sa.exc.OperationalError as exc:
+            raise AssertionError(
+                "The %s test server at %s is not reachable (%s). Start it, "
+                "run tools/prepare-test-databases.sh, or point %s at an "
+                "admin URL."
+                % (
+                    self.backend,
+                    admin_url.render_as_string(hide_password=True),
+                    exc.orig,
+                    ADMIN_URL_ENV[self.backend],
+                )
+            )
+        self.addCleanup(self._drop, admin, name)
+        url = admin_url.set(database=name)
+        return url.render_as_string(hide_password=False)
+
+    def _drop(self, admin, name):
+        with admin.connect() as conn:
+            if self.backend == "postgresql":
+                conn.exec_driver_sql(
+                    "DROP DATABASE IF EXISTS %s WITH (FORCE)" % name
+                )
+            else:
+                conn.exec_driver_sql("DROP DATABASE IF EXISTS %s" % name)
+
+
+class DatabaseTestCase:
+    """Mixin: ``self.db`` is a migrated throw-away database on ``backend``."""
+
+    backend = "sqlite"
+    migrate = True
+
+    def setUp(self):
+        super().setUp()
+        self.db_fixture = self.useFixture(
+            DatabaseFixture(self.backend, migrate=self.migrate)
+        )
+        self.db = self.db_fixture.database
+
+
+def temp_config_file(testcase, text):
+    """Write an oslo.config file for ``testcase``; return its path."""
+    handle, path = tempfile.mkstemp(suffix=".conf")
+    with os.fdopen(handle, "w") as f:
+        f.write(text)
+    testcase.addCleanup(os.unlink, path)
+    return path

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Make sure the local MariaDB and PostgreSQL servers are running and have the
+# openstack_citest user the functional tests log in as.  Idempotent; run as
+# root (or a user allowed to start the servers and administer them).
+set -euo pipefail
+
+USER_NAME=openstack_citest
+PASSWORD=openstack_citest
+
+wait_for() {
+    local what=$1; shift
+    for _ in $(seq 1 60); do
+        if "$@" >/dev/null 2>&1; then return 0; fi
+        sleep 1
+    done
+    echo "ERROR: $what did not come up within 60 seconds" >&2
+    return 1
+}
+
+start_mariadb() {
+    if mysqladmin --protocol=tcp -h127.0.0.1 -uroot ping >/dev/null 2>&1; then
+        return 0
+    fi
+    echo "Starting MariaDB"
+    install -d -o mysql -g mysql /run/mysqld
+    start-stop-daemon --start --oknodo --background \
+        --exec /usr/sbin/mariadbd -- --user=mysql
+    wait_for MariaDB mysqladmin --protocol=tcp -h127.0.0.1 -uroot ping
+}
+
+start_postgresql() {
+    if pg_isready -h 127.0.0.1 -q; then
+        return 0
+    fi
+    echo "Starting PostgreSQL"
+    local version
+    version=$(ls /etc/postgresql | head -n 1)
+    pg_ctlcluster --skip-systemctl-redirect "$version" main start
+    wait_for PostgreSQL pg_isready -h 127.0.0.1 -q
+}
+
+prepare_mariadb() {
+    mysql --protocol=tcp -h127.0.0.1 -uroot <<SQL
+DROP USER IF EXISTS ''@'localhost';
+DROP USER IF EXISTS ''@'$(hostname)';
+CREATE USER IF NOT EXISTS '$USER_NAME'@'%' IDENTIFIED BY '$PASSWORD';
+CREATE USER IF NOT EXISTS '$USER_NAME'@'localhost' IDENTIFIED BY '$PASSWORD';
+GRANT ALL PRIVILEGES ON *.* TO '$USER_NAME'@'%' WITH GRANT OPTION;
+GRANT ALL PRIVILEGES ON *.* TO '$USER_NAME'@'localhost' WITH GRANT OPTION;
+FLUSH PRIVILEGES;
+SQL
+}
+
+prepare_postgresql() {
+    psql -h 127.0.0.1 -U postgres -d postgres -v ON_ERROR_STOP=1 -q <<SQL
+DO \$\$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '$USER_NAME') THEN
+        CREATE ROLE $USER_NAME LOGIN CREATEDB SUPERUSER PASSWORD '$PASSWORD';
+    END IF;
+END
+\$\$;
+SQL
+}
+
+start_mariadb
+start_postgresql
+prepare_mariadb
+prepare_postgresql
+echo "MariaDB and PostgreSQL are ready for the functional tests."
