@@ -66,3 +66,39 @@ class SchemaNewerThanCode(GrantSchedulerError):
         "grant_scheduler on this machine to the release that migrated the "
         "database."
     )
+
+
+class InvalidResources(GrantSchedulerError, ValueError):
+    msg_fmt = "Invalid %(name)s %(value)r: %(reason)s."
+
+
+class InvalidRequest(GrantSchedulerError, ValueError):
+    msg_fmt = "Invalid scheduling request: %(reason)s."
+
+
+class NoValidHost(GrantSchedulerError):
+    msg_fmt = (
+        "No valid host was found for %(count)d instance(s) of "
+        "%(resources)s: %(reason)s."
+    )
+
+
+class UnknownHost(GrantSchedulerError, LookupError):
+    msg_fmt = (
+        "Host %(host)s node %(node)s is not known to grant_scheduler; its "
+        "compute service must report it (report_host) before it can claim."
+    )
+
+
+class ClaimRejected(GrantSchedulerError):
+    msg_fmt = (
+        "Claim for instance %(instance_uuid)s on host %(host)s node %(node)s "
+        "rejected: %(reason)s. The build should be rescheduled."
+    )
+
+
+class InvariantViolated(GrantSchedulerError):
+    msg_fmt = (
+        "%(count)d invariant violation(s) found (listed above); see "
+        "README.rst, 'Invariants'."
+    )

@@ -4,7 +4,8 @@ One module per option group, as in placement's ``conf`` package; this module
 registers them all on a ``ConfigOpts`` object.
 """
 
-from grant_scheduler.conf import database, scheduler
+from grant_scheduler.conf import database
+from grant_scheduler.conf import scheduler
 
 
 def register_opts(conf):

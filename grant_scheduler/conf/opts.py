@@ -1,6 +1,7 @@
 """Entry point for oslo-config-generator (namespace ``grant_scheduler``)."""
 
-from grant_scheduler.conf import database, scheduler
+from grant_scheduler.conf import database
+from grant_scheduler.conf import scheduler
 
 
 def list_opts():

@@ -9,7 +9,8 @@ from oslo_db.sqlalchemy import test_migrations
 
 from grant_scheduler import exception
 from grant_scheduler.db import api as db_api
-from grant_scheduler.db import migration, models
+from grant_scheduler.db import migration
+from grant_scheduler.db import models
 from tests import base
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))

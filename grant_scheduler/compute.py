@@ -1,0 +1,67 @@
+"""The compute side: claim and release under the local claim lock.
+
+A claim consumes the instance's grant and adds its resources to the host
+row in one transaction, so a reader sees them exactly once, as a grant or
+as usage (DESIGN H4).  With no live grant (expired, reaped or never
+written) the claim re-checks capacity against usage plus live grants and is
+rejected when the instance does not fit (H5).  Claim and release are keyed
+by instance uuid and safe to repeat (H12).
+"""
+
+from oslo_concurrency import lockutils
+from oslo_log import log as logging
+
+from grant_scheduler import injection
+
+LOG = logging.getLogger(__name__)
+
+
+def claim_lock_name(host, node):
+    return "grant_scheduler-claim-%s-%s" % (host, node)
+
+
+class ClaimAgent:
+    """Claims for the nodes of one compute host."""
+
+    def __init__(self, store, settings, hooks=None, lock=None):
+        """:param lock: ``lock(host, node)`` returning a context manager;
+        by default an in-process oslo.concurrency lock per node.  Nova's
+        adapter passes the resource tracker's own lock instead.
+        """
+        self.store = store
+        self.settings = settings
+        self.hooks = hooks or injection.NO_HOOKS
+        self._lock = lock or (
+            lambda host, node: lockutils.lock(claim_lock_name(host, node))
+        )
+
+    def report(self, host, node, capacity, used=None, node_uuid=None):
+        """Record a host's capacity (and, if given, its true usage)."""
+        with self._lock(host, node):
+            return self.store.report_host(
+                host, node, capacity, used=used, node_uuid=node_uuid
+            )
+
+    def claim(self, instance_uuid, host, node, resources=None):
+        """Count ``instance_uuid`` in the node's usage.
+
+        :param resources: the instance's ``Resources``; needed to re-check
+            capacity when no grant is found.
+        :returns: a ``ClaimOutcome`` (``how`` is grant, recheck or existing).
+        :raises ClaimRejected: the instance does not fit; reschedule it.
+        :raises UnknownHost: the node never reported.
+        """
+        with self._lock(host, node):
+            self.hooks.fire("claim_locked", instance_uuid=instance_uuid)
+            outcome = self.store.claim(
+                instance_uuid, host, node, resources, self.settings.grant_ttl
+            )
+        LOG.debug(
+            "Claimed %s on %s/%s by %s", instance_uuid, host, node, outcome.how
+        )
+        return outcome
+
+    def release(self, instance_uuid, host, node):
+        """Remove an instance from the node's usage; False if not claimed."""
+        with self._lock(host, node):
+            return self.store.release(instance_uuid, host, node)

@@ -1,0 +1,540 @@
+"""All SQL of the grants protocol, one transaction per method.
+
+The protocol modules (``scheduler``, ``compute``, ``reaper``) decide; this
+module reads and writes.  Every writer is retried in a fresh transaction on
+deadlock, disconnect or a lost conditional update (``RetryRequest``), and
+takes its locks in one order: a grant row before its host row, and the
+host row (through its ``ticket``) before reading what is to be decided.
+"""
+
+import datetime
+
+import sqlalchemy as sa
+from oslo_db import exception as db_exc
+
+from grant_scheduler import decision
+from grant_scheduler import exception
+from grant_scheduler.db import api as db_api
+from grant_scheduler.db import models
+from grant_scheduler.resources import NOTHING
+from grant_scheduler.resources import Capacity
+from grant_scheduler.resources import HostState
+from grant_scheduler.resources import Resources
+
+H = models.hosts
+G = models.grants
+C = models.claims
+
+LIVE = (models.GRANT_PENDING, models.GRANT_WON)
+
+_CAPACITY_COLUMNS = (
+    "vcpus",
+    "memory_mb",
+    "disk_gb",
+    "reserved_vcpus",
+    "reserved_memory_mb",
+    "reserved_disk_gb",
+    "cpu_allocation_ratio",
+    "ram_allocation_ratio",
+    "disk_allocation_ratio",
+)
+
+
+class LostUpdate(Exception):
+    """A conditional update found the row changed: start again."""
+
+
+def _retry_request():
+    return db_exc.RetryRequest(LostUpdate())
+
+
+def resources_of(row, prefix="", suffix=""):
+    return Resources(
+        row._mapping[prefix + "vcpus" + suffix],
+        row._mapping[prefix + "memory_mb" + suffix],
+        row._mapping[prefix + "disk_gb" + suffix],
+    )
+
+
+def host_state(row, granted=NOTHING):
+    capacity = Capacity(
+        total=resources_of(row),
+        reserved=resources_of(row, prefix="reserved_"),
+        cpu_allocation_ratio=row.cpu_allocation_ratio,
+        ram_allocation_ratio=row.ram_allocation_ratio,
+        disk_allocation_ratio=row.disk_allocation_ratio,
+    )
+    return HostState(
+        host_id=row.id,
+        host=row.host,
+        node=row.node,
+        node_uuid=row.node_uuid,
+        capacity=capacity,
+        used=resources_of(row, suffix="_used"),
+        granted=granted,
+        generation=row.generation,
+    )
+
+
+def _live_grant(row):
+    return decision.LiveGrant(
+        id=row.id,
+        ticket=row.ticket,
+        resources=resources_of(row),
+        state=row.state,
+    )
+
+
+def _add_usage(amount, sign=1):
+    return {
+        "vcpus_used": H.c.vcpus_used + sign * amount.vcpus,
+        "memory_mb_used": H.c.memory_mb_used + sign * amount.memory_mb,
+        "disk_gb_used": H.c.disk_gb_used + sign * amount.disk_gb,
+        "generation": H.c.generation + 1,
+        "updated_at": db_api.utcnow(),
+    }
+
+
+def _take_ticket(conn, host_id):
+    """Issue the host's next ticket; hold its row lock until commit.
+
+    The lock is what makes ticket order commit order (DESIGN H1): a
+    transaction that holds ticket N commits before any other can be issued
+    N + 1.  Returns None when the host row is gone.
+    """
+    result = conn.execute(
+        H.update().where(H.c.id == host_id).values(ticket=H.c.ticket + 1)
+    )
+    if result.rowcount != 1:
+        return None
+    return conn.execute(
+        sa.select(H.c.ticket).where(H.c.id == host_id)
+    ).scalar()
+
+
+def _live_grants(conn, host_id, max_ticket=None, exclude_id=None):
+    query = sa.select(G).where(G.c.host_id == host_id, G.c.state.in_(LIVE))
+    if max_ticket is not None:
+        query = query.where(G.c.ticket <= max_ticket)
+    if exclude_id is not None:
+        query = query.where(G.c.id != exclude_id)
+    return [
+        _live_grant(row) for row in conn.execute(query.order_by(G.c.ticket))
+    ]
+
+
+class Store:
+    """The protocol's reads and writes against one ``Database``."""
+
+    def __init__(self, db):
+        self.db = db
+
+    # -- hosts -----------------------------------------------------------
+
+    @db_api.transactional("writer")
+    def report_host(
+        self, conn, host, node, capacity, used=None, node_uuid=None
+    ):
+        """Create or update a host row; return its id.
+
+        Capacity changes never touch usage, which claims and releases own.
+        ``used`` overwrites usage (a resync from the hypervisor's truth); it
+        takes a ticket so it is ordered against grants on the host.
+        """
+        values = {
+            "vcpus": capacity.total.vcpus,
+            "memory_mb": capacity.total.memory_mb,
+            "disk_gb": capacity.total.disk_gb,
+            "reserved_vcpus": capacity.reserved.vcpus,
+            "reserved_memory_mb": capacity.reserved.memory_mb,
+            "reserved_disk_gb": capacity.reserved.disk_gb,
+            "cpu_allocation_ratio": capacity.cpu_allocation_ratio,
+            "ram_allocation_ratio": capacity.ram_allocation_ratio,
+            "disk_allocation_ratio": capacity.disk_allocation_ratio,
+        }
+        if node_uuid is not None:
+            values["node_uuid"] = node_uuid
+        host_id = conn.execute(
+            sa.select(H.c.id).where(H.c.host == host, H.c.node == node)
+        ).scalar()
+        if host_id is None:
+            used = used or Resources()
+            result = conn.execute(
+                H.insert().values(
+                    host=host,
+                    node=node,
+                    vcpus_used=used.vcpus,
+                    memory_mb_used=used.memory_mb,
+                    disk_gb_used=used.disk_gb,
+                    created_at=db_api.utcnow(),
+                    **values,
+                )
+            )
+            return result.inserted_primary_key[0]
+        if used is not None:
+            _take_ticket(conn, host_id)
+            values.update(
+                vcpus_used=used.vcpus,
+                memory_mb_used=used.memory_mb,
+                disk_gb_used=used.disk_gb,
+            )
+        conn.execute(
+            H.update()
+            .where(H.c.id == host_id)
+            .values(
+                generation=H.c.generation + 1,
+                updated_at=db_api.utcnow(),
+                **values,
+            )
+        )
+        return host_id
+
+    @db_api.transactional("writer")
+    def delete_host(self, conn, host, node):
+        """Delete a host row; its grants are left for the reaper."""
+        result = conn.execute(
+            H.delete().where(H.c.host == host, H.c.node == node)
+        )
+        return result.rowcount == 1
+
+    @db_api.transactional("reader")
+    def find_host(self, conn, host, node):
+        row = conn.execute(
+            sa.select(H).where(H.c.host == host, H.c.node == node)
+        ).first()
+        return None if row is None else host_state(row)
+
+    @db_api.transactional("reader")
+    def load_view(self, conn):
+        """Every host with its live grants subtracted: the baseline view.
+
+        ``granted`` counts won and undecided grants alike (a conservative
+        view); ``pending`` says how much of it is still undecided.
+        """
+        granted = {}
+        pending = {}
+        for row in conn.execute(
+            sa.select(
+                G.c.host_id,
+                G.c.state,
+                sa.func.sum(G.c.vcpus).label("vcpus"),
+                sa.func.sum(G.c.memory_mb).label("memory_mb"),
+                sa.func.sum(G.c.disk_gb).label("disk_gb"),
+            )
+            .where(G.c.state.in_(LIVE))
+            .group_by(G.c.host_id, G.c.state)
+        ):
+            amount = resources_of(row)
+            granted[row.host_id] = (
+                granted.get(row.host_id, Resources()) + amount
+            )
+            if row.state == models.GRANT_PENDING:
+                pending[row.host_id] = amount
+        states = []
+        for row in conn.execute(sa.select(H)):
+            state = host_state(row, granted.get(row.id, Resources()))
+            state.pending = pending.get(row.id, Resources())
+            states.append(state)
+        return states
+
+    # -- scheduler side --------------------------------------------------
+
+    @db_api.transactional("writer")
+    def insert_grant(
+        self,
+        conn,
+        host_id,
+        resources,
+        scheduler,
+        instance_uuid,
+        request_id,
+        before_commit=None,
+    ):
+        """Write a pending grant with the host's next ticket.
+
+        :returns: ``(grant id, ticket)``, or None when the host is gone.
+        """
+        ticket = _take_ticket(conn, host_id)
+        if ticket is None:
+            return None
+        result = conn.execute(
+            G.insert().values(
+                host_id=host_id,
+                ticket=ticket,
+                instance_uuid=instance_uuid,
+                request_id=request_id,
+                scheduler=scheduler,
+                vcpus=resources.vcpus,
+                memory_mb=resources.memory_mb,
+                disk_gb=resources.disk_gb,
+                state=models.GRANT_PENDING,
+                created_at=db_api.utcnow(),
+            )
+        )
+        grant_id = result.inserted_primary_key[0]
+        if before_commit is not None:
+            before_commit(grant_id=grant_id, ticket=ticket)
+        return grant_id, ticket
+
+    @db_api.transactional("writer")
+    def verify_grant(self, conn, grant_id, host_id, ticket):
+        """Decide a committed grant; withdraw it when it lost.
+
+        Runs in its own transaction, begun after the grant's commit, so it
+        sees every grant with a lower ticket (DESIGN H1, H2).  Undecided
+        grants below this one are decided on the way and their verdicts
+        recorded, each conditional on the row still being pending.
+
+        :returns: ``(won, host_state)``; ``host_state.granted`` holds the
+            winners at or below this ticket, for the caller's view, and
+            ``host_state`` is None when the host row is gone.
+        """
+        return _decide(conn, host_id, ticket, grant_id)
+
+    @db_api.transactional("writer")
+    def settle_host(self, conn, host_id):
+        """Decide every undecided grant on a host, as a verifier would.
+
+        Used before a NoValidHost that only undecided grants stand in the
+        way of, and harmless at any time: verdicts are recorded once.
+        """
+        return _decide(conn, host_id, None, None)[1]
+
+    @db_api.transactional("writer")
+    def withdraw(self, conn, grant_ids):
+        """Delete grants this scheduler wrote (lost, or all-or-nothing)."""
+        if not grant_ids:
+            return 0
+        return conn.execute(G.delete().where(G.c.id.in_(grant_ids))).rowcount
+
+    # -- compute side ----------------------------------------------------
+
+    @db_api.transactional("writer")
+    def claim(self, conn, instance_uuid, host, node, resources, ttl):
+        """Count an instance in its host's usage, consuming its grant.
+
+        Idempotent per (instance, host): a second claim returns the first.
+
+        :returns: a ``ClaimOutcome``.
+        :raises UnknownHost: no row for ``host``/``node``.
+        :raises ClaimRejected: no live grant and the instance does not fit
+            (DESIGN H5).
+        """
+        row = conn.execute(
+            sa.select(H.c.id).where(H.c.host == host, H.c.node == node)
+        ).first()
+        if row is None:
+            raise exception.UnknownHost(host=host, node=node)
+        host_id = row.id
+        existing = conn.execute(
+            sa.select(C).where(
+                C.c.instance_uuid == instance_uuid, C.c.host_id == host_id
+            )
+        ).first()
+        if existing is not None:
+            return ClaimOutcome(
+                resources_of(existing), existing.grant_ticket, "existing"
+            )
+        grant = _find_grant(conn, host_id, instance_uuid, resources)
+        if resources is None:
+            if grant is None:
+                raise exception.ClaimRejected(
+                    instance_uuid=instance_uuid,
+                    host=host,
+                    node=node,
+                    reason="there is no grant for it and no resources were "
+                    "given to re-check capacity with",
+                )
+            resources = resources_of(grant)
+        now = conn.execute(sa.select(db_api.utcnow())).scalar()
+        live = (
+            grant is not None
+            and resources_of(grant) == resources
+            and grant.created_at >= now - datetime.timedelta(seconds=ttl)
+        )
+        if live:
+            how = "grant"
+            _consume(conn, grant)
+            conn.execute(
+                H.update()
+                .where(H.c.id == host_id)
+                .values(**_advance_mark(grant), **_add_usage(resources))
+            )
+        else:
+            how = "recheck"
+            self._recheck(conn, host_id, grant, resources, instance_uuid)
+            if grant is not None:
+                _consume(conn, grant)
+            conn.execute(
+                H.update()
+                .where(H.c.id == host_id)
+                .values(**_add_usage(resources))
+            )
+        ticket = grant.ticket if grant is not None else None
+        conn.execute(
+            C.insert().values(
+                instance_uuid=instance_uuid,
+                host_id=host_id,
+                vcpus=resources.vcpus,
+                memory_mb=resources.memory_mb,
+                disk_gb=resources.disk_gb,
+                grant_ticket=ticket,
+                created_at=db_api.utcnow(),
+            )
+        )
+        return ClaimOutcome(resources, ticket, how)
+
+    @staticmethod
+    def _recheck(conn, host_id, grant, resources, instance_uuid):
+        _take_ticket(conn, host_id)
+        row = conn.execute(sa.select(H).where(H.c.id == host_id)).first()
+        state = host_state(row)
+        exclude = grant.id if grant is not None else None
+        for other in _live_grants(conn, host_id, exclude_id=exclude):
+            state.granted = state.granted + other.resources
+        if not state.fits(resources):
+            raise exception.ClaimRejected(
+                instance_uuid=instance_uuid,
+                host=row.host,
+                node=row.node,
+                reason="its grant is expired or gone and %s no longer fits "
+                "(short in %s)"
+                % (
+                    resources,
+                    ", ".join(
+                        (state.used + state.granted + resources).exceeded(
+                            state.limit
+                        )
+                    ),
+                ),
+            )
+
+    @db_api.transactional("writer")
+    def release(self, conn, instance_uuid, host, node):
+        """Remove an instance from its host's usage; False if not claimed."""
+        row = conn.execute(
+            sa.select(C)
+            .join(H, H.c.id == C.c.host_id)
+            .where(
+                C.c.instance_uuid == instance_uuid,
+                H.c.host == host,
+                H.c.node == node,
+            )
+        ).first()
+        if row is None:
+            return False
+        if conn.execute(C.delete().where(C.c.id == row.id)).rowcount != 1:
+            raise _retry_request()
+        conn.execute(
+            H.update()
+            .where(H.c.id == row.host_id)
+            .values(**_add_usage(resources_of(row), sign=-1))
+        )
+        return True
+
+
+class ClaimOutcome:
+    """What a claim did: ``how`` is grant, recheck or existing."""
+
+    def __init__(self, resources, grant_ticket, how):
+        self.resources = resources
+        self.grant_ticket = grant_ticket
+        self.how = how
+
+    def __repr__(self):
+        return "ClaimOutcome(%s, ticket=%s, how=%s)" % (
+            self.resources,
+            self.grant_ticket,
+            self.how,
+        )
+
+
+def _decide(conn, host_id, max_ticket, mine_id):
+    """Replay a host's live grants up to ``max_ticket``; record verdicts.
+
+    ``mine_id`` is the caller's own grant: deleted (withdrawn) rather than
+    marked when it lost.  Returns ``(mine won, host state)``.
+    """
+    row = conn.execute(sa.select(H).where(H.c.id == host_id)).first()
+    if row is None:
+        if mine_id is not None:
+            conn.execute(G.delete().where(G.c.id == mine_id))
+        return False, None
+    state = host_state(row)
+    grants = _live_grants(conn, host_id, max_ticket=max_ticket)
+    outcome = decision.replay(state.used, state.limit, grants)
+    state.granted = outcome.committed - state.used
+    mine = next((g for g in grants if g.id == mine_id), None)
+    if mine_id is not None and mine is None:
+        # Decided lost by another verifier (or reaped): withdraw.
+        conn.execute(G.delete().where(G.c.id == mine_id))
+        return False, state
+    for grant in grants:
+        if grant.id not in outcome.verdicts:
+            continue
+        won = outcome.verdicts[grant.id]
+        pending = sa.and_(
+            G.c.id == grant.id, G.c.state == models.GRANT_PENDING
+        )
+        if grant.id == mine_id and not won:
+            statement = G.delete().where(pending)
+        else:
+            verdict = models.GRANT_WON if won else models.GRANT_LOST
+            statement = G.update().where(pending).values(state=verdict)
+        if conn.execute(statement).rowcount != 1:
+            raise _retry_request()
+    if mine is None:
+        return False, state
+    return outcome.verdicts.get(mine_id, mine.state == models.GRANT_WON), state
+
+
+def _find_grant(conn, host_id, instance_uuid, resources):
+    """The instance's won grant on this host, else the seed's fallback.
+
+    The fallback, for grants written without an instance uuid, is the oldest
+    won grant on the host for exactly these resources.
+    """
+    won = sa.and_(G.c.host_id == host_id, G.c.state == models.GRANT_WON)
+    grant = conn.execute(
+        sa.select(G)
+        .where(won, G.c.instance_uuid == instance_uuid)
+        .order_by(G.c.ticket)
+        .limit(1)
+    ).first()
+    if grant is not None or resources is None:
+        return grant
+    return conn.execute(
+        sa.select(G)
+        .where(
+            won,
+            G.c.instance_uuid.is_(None),
+            G.c.vcpus == resources.vcpus,
+            G.c.memory_mb == resources.memory_mb,
+            G.c.disk_gb == resources.disk_gb,
+        )
+        .order_by(G.c.ticket)
+        .limit(1)
+    ).first()
+
+
+def _consume(conn, grant):
+    result = conn.execute(
+        G.update()
+        .where(G.c.id == grant.id, G.c.state == models.GRANT_WON)
+        .values(state=models.GRANT_CONSUMED, consumed_at=db_api.utcnow())
+    )
+    if result.rowcount != 1:
+        raise _retry_request()
+
+
+def _advance_mark(grant):
+    """Move the host's last-grant mark forward to ``grant``, never back."""
+    behind = H.c.last_grant_ticket < grant.ticket
+    return {
+        "last_grant_ticket": sa.case(
+            (behind, grant.ticket), else_=H.c.last_grant_ticket
+        ),
+        "last_grant_at": sa.case(
+            (behind, grant.created_at), else_=H.c.last_grant_at
+        ),
+    }
