@@ -68,6 +68,7 @@ class GrantScheduler:
         hooks=None,
         rng=None,
         claim_lock=None,
+        store=None,
     ):
         """
         :param database: a ``grant_scheduler.db.api.Database``.
@@ -77,10 +78,12 @@ class GrantScheduler:
         :param hooks: ``injection.Hooks`` for tests; off by default.
         :param rng: a ``random.Random`` for the host-subset choice.
         :param claim_lock: ``lock(host, node)`` for the compute side.
+        :param store: the data-access object (the benchmark swaps in its
+            unsafe baselines here); default ``Store(database)``.
         """
         self.database = database
         self.settings = settings or Settings()
-        self.store = gs_store.Store(database)
+        self.store = store or gs_store.Store(database)
         self.maintenance = maintenance.Maintenance(database)
         self.scheduler = scheduler.Scheduler(
             self.store, self.settings, name=name, rng=rng, hooks=hooks

@@ -7,6 +7,8 @@ or to kill a process at an exact step.
 
 Points fired by the scheduler:
 
+``view_loaded``
+    The baseline view is read; nothing is written yet.
 ``grant_inserted``
     The grant row is inserted and holds its ticket, not yet committed.
 ``grant_committed``

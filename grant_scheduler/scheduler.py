@@ -148,6 +148,7 @@ class Scheduler:
         """
         self.counters.requests += 1
         view = _View(self.store.load_view())
+        self.hooks.fire("view_loaded", request=request)
         selections = []
         try:
             for instance_uuid in request.instance_uuids:

@@ -1,0 +1,1 @@
+"""The benchmark and simulator (and the unsafe baselines it compares with)."""

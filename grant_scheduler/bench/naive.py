@@ -1,0 +1,87 @@
+"""grants-naive: the seed's steps taken literally.  UNSAFE, benchmark only.
+
+The grant is stamped with the database's clock and the verification counts
+every live grant stamped earlier than this one; there is no ticket, so
+nothing ties the stamp to commit order.  Scheduler A stamps first and
+commits last; B commits, reads back, cannot see A and wins; A commits,
+reads back, sees B's later stamp, ignores it and wins too (DESIGN H1).  It
+exists to show that overcommit happening, next to the real protocol.
+"""
+
+import random
+
+import sqlalchemy as sa
+
+from grant_scheduler.db import api as db_api
+from grant_scheduler.db import models
+from grant_scheduler.db import store as gs_store
+
+G = models.grants
+H = models.hosts
+
+
+class NaiveStore(gs_store.Store):
+    """A ``Store`` whose grant and verify follow the seed literally."""
+
+    @db_api.transactional("writer")
+    def insert_grant(
+        self,
+        conn,
+        host_id,
+        resources,
+        scheduler,
+        instance_uuid,
+        request_id,
+        before_commit=None,
+    ):
+        # NOTE: no ticket is taken, so no host row lock orders the inserts;
+        # the column still needs a unique value, which decides nothing here.
+        ticket = -random.getrandbits(62)
+        result = conn.execute(
+            G.insert().values(
+                host_id=host_id,
+                ticket=ticket,
+                instance_uuid=instance_uuid,
+                request_id=request_id,
+                scheduler=scheduler,
+                vcpus=resources.vcpus,
+                memory_mb=resources.memory_mb,
+                disk_gb=resources.disk_gb,
+                state=models.GRANT_PENDING,
+                created_at=db_api.utcnow(),
+            )
+        )
+        grant_id = result.inserted_primary_key[0]
+        if before_commit is not None:
+            before_commit(grant_id=grant_id, ticket=ticket)
+        return grant_id, ticket
+
+    @db_api.transactional("writer")
+    def verify_grant(self, conn, grant_id, host_id, ticket):
+        """Earliest DB timestamp wins: count every live grant stamped
+        before mine, and win if mine still fits."""
+        row = conn.execute(sa.select(H).where(H.c.id == host_id)).first()
+        mine = conn.execute(sa.select(G).where(G.c.id == grant_id)).first()
+        if row is None or mine is None:
+            conn.execute(G.delete().where(G.c.id == grant_id))
+            return False, None
+        state = gs_store.host_state(row)
+        earlier = conn.execute(
+            sa.select(G).where(
+                G.c.host_id == host_id,
+                G.c.state.in_(gs_store.LIVE),
+                G.c.id != grant_id,
+                G.c.created_at < mine.created_at,
+            )
+        )
+        for other in earlier:
+            state.granted = state.granted + gs_store.resources_of(other)
+        if state.fits(gs_store.resources_of(mine)):
+            conn.execute(
+                G.update()
+                .where(G.c.id == grant_id)
+                .values(state=models.GRANT_WON)
+            )
+            return True, state
+        conn.execute(G.delete().where(G.c.id == grant_id))
+        return False, state
