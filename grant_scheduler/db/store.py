@@ -7,6 +7,7 @@ takes its locks in one order: a grant row before its host row, and the
 host row (through its ``ticket``) before reading what is to be decided.
 """
 
+import dataclasses
 import datetime
 
 import sqlalchemy as sa
@@ -76,15 +77,6 @@ def host_state(row, granted=NOTHING):
     )
 
 
-def _live_grant(row):
-    return decision.LiveGrant(
-        id=row.id,
-        ticket=row.ticket,
-        resources=resources_of(row),
-        state=row.state,
-    )
-
-
 def _add_usage(amount, sign=1):
     return {
         "vcpus_used": H.c.vcpus_used + sign * amount.vcpus,
@@ -112,15 +104,50 @@ def _take_ticket(conn, host_id):
     ).scalar()
 
 
-def _live_grants(conn, host_id, max_ticket=None, exclude_id=None):
-    query = sa.select(G).where(G.c.host_id == host_id, G.c.state.in_(LIVE))
+def _host_with_live_grants(conn, host_id, max_ticket=None, exclude_id=None):
+    """A host row and its live grants, read in one statement.
+
+    One statement is one snapshot on every backend.  Two statements are
+    not under PostgreSQL's READ COMMITTED: a claim committing between them
+    would move a grant into usage after the host row was read and out of
+    the live grants before they were, and the grant would count nowhere
+    (DESIGN H4).
+
+    :returns: ``(host row, [LiveGrant, ...])``, or ``(None, [])``.
+    """
+    on = [G.c.host_id == H.c.id, G.c.state.in_(LIVE)]
     if max_ticket is not None:
-        query = query.where(G.c.ticket <= max_ticket)
+        on.append(G.c.ticket <= max_ticket)
     if exclude_id is not None:
-        query = query.where(G.c.id != exclude_id)
-    return [
-        _live_grant(row) for row in conn.execute(query.order_by(G.c.ticket))
+        on.append(G.c.id != exclude_id)
+    query = (
+        sa.select(
+            H,
+            G.c.id.label("grant_id"),
+            G.c.ticket.label("grant_ticket"),
+            G.c.vcpus.label("grant_vcpus"),
+            G.c.memory_mb.label("grant_memory_mb"),
+            G.c.disk_gb.label("grant_disk_gb"),
+            G.c.state.label("grant_state"),
+        )
+        .outerjoin(G, sa.and_(*on))
+        .where(H.c.id == host_id)
+        .order_by(G.c.ticket)
+    )
+    rows = conn.execute(query).all()
+    if not rows:
+        return None, []
+    grants = [
+        decision.LiveGrant(
+            id=row.grant_id,
+            ticket=row.grant_ticket,
+            resources=resources_of(row, prefix="grant_"),
+            state=row.grant_state,
+        )
+        for row in rows
+        if row.grant_id is not None
     ]
+    return rows[0], grants
 
 
 class Store:
@@ -309,8 +336,7 @@ class Store:
 
     # -- compute side ----------------------------------------------------
 
-    @db_api.transactional("writer")
-    def claim(self, conn, instance_uuid, host, node, resources, ttl):
+    def claim(self, instance_uuid, host, node, resources, ttl):
         """Count an instance in its host's usage, consuming its grant.
 
         Idempotent per (instance, host): a second claim returns the first.
@@ -320,22 +346,68 @@ class Store:
         :raises ClaimRejected: no live grant and the instance does not fit
             (DESIGN H5).
         """
+        outcome = self._claim_by_grant(
+            instance_uuid, host, node, resources, ttl
+        )
+        if outcome is None:
+            outcome = self._claim_by_recheck(
+                instance_uuid, host, node, resources
+            )
+        return outcome
+
+    @db_api.transactional("writer")
+    def _claim_by_grant(self, conn, instance_uuid, host, node, resources, ttl):
+        """The common case: consume a live grant.  None when there is none.
+
+        No host lock is needed: the grant already holds the capacity, and
+        moving it into usage is one transaction (DESIGN H4).
+        """
         row = conn.execute(
             sa.select(H.c.id).where(H.c.host == host, H.c.node == node)
         ).first()
         if row is None:
             raise exception.UnknownHost(host=host, node=node)
-        host_id = row.id
-        existing = conn.execute(
-            sa.select(C).where(
-                C.c.instance_uuid == instance_uuid, C.c.host_id == host_id
-            )
-        ).first()
-        if existing is not None:
-            return ClaimOutcome(
-                resources_of(existing), existing.grant_ticket, "existing"
-            )
-        grant = _find_grant(conn, host_id, instance_uuid, resources)
+        found = _existing_or_grant(conn, row.id, instance_uuid, resources)
+        if isinstance(found, ClaimOutcome):
+            return found
+        grant = found
+        if grant is None:
+            return None
+        now = conn.execute(sa.select(db_api.utcnow())).scalar()
+        expired = grant.created_at < now - datetime.timedelta(seconds=ttl)
+        amount = resources_of(grant)
+        if expired or (resources is not None and resources != amount):
+            return None
+        _consume(conn, grant)
+        conn.execute(
+            H.update()
+            .where(H.c.id == row.id)
+            .values(**_advance_mark(grant), **_add_usage(amount))
+        )
+        _insert_claim(conn, instance_uuid, row.id, amount, grant.ticket)
+        return ClaimOutcome(amount, grant.ticket, "grant")
+
+    @db_api.transactional("writer")
+    def _claim_by_recheck(self, conn, instance_uuid, host, node, resources):
+        """No live grant: lock the host, re-check capacity, then claim.
+
+        The lock is the transaction's first statement so that, on InnoDB,
+        the snapshot every later read uses starts after it is granted.
+        """
+        locked = conn.execute(
+            H.update()
+            .where(H.c.host == host, H.c.node == node)
+            .values(ticket=H.c.ticket + 1)
+        )
+        if locked.rowcount != 1:
+            raise exception.UnknownHost(host=host, node=node)
+        host_id = conn.execute(
+            sa.select(H.c.id).where(H.c.host == host, H.c.node == node)
+        ).scalar()
+        found = _existing_or_grant(conn, host_id, instance_uuid, resources)
+        if isinstance(found, ClaimOutcome):
+            return found
+        grant = found
         if resources is None:
             if grant is None:
                 raise exception.ClaimRejected(
@@ -346,68 +418,30 @@ class Store:
                     "given to re-check capacity with",
                 )
             resources = resources_of(grant)
-        now = conn.execute(sa.select(db_api.utcnow())).scalar()
-        live = (
-            grant is not None
-            and resources_of(grant) == resources
-            and grant.created_at >= now - datetime.timedelta(seconds=ttl)
-        )
-        if live:
-            how = "grant"
-            _consume(conn, grant)
-            conn.execute(
-                H.update()
-                .where(H.c.id == host_id)
-                .values(**_advance_mark(grant), **_add_usage(resources))
-            )
-        else:
-            how = "recheck"
-            self._recheck(conn, host_id, grant, resources, instance_uuid)
-            if grant is not None:
-                _consume(conn, grant)
-            conn.execute(
-                H.update()
-                .where(H.c.id == host_id)
-                .values(**_add_usage(resources))
-            )
-        ticket = grant.ticket if grant is not None else None
-        conn.execute(
-            C.insert().values(
-                instance_uuid=instance_uuid,
-                host_id=host_id,
-                vcpus=resources.vcpus,
-                memory_mb=resources.memory_mb,
-                disk_gb=resources.disk_gb,
-                grant_ticket=ticket,
-                created_at=db_api.utcnow(),
-            )
-        )
-        return ClaimOutcome(resources, ticket, how)
-
-    @staticmethod
-    def _recheck(conn, host_id, grant, resources, instance_uuid):
-        _take_ticket(conn, host_id)
-        row = conn.execute(sa.select(H).where(H.c.id == host_id)).first()
-        state = host_state(row)
         exclude = grant.id if grant is not None else None
-        for other in _live_grants(conn, host_id, exclude_id=exclude):
+        row, others = _host_with_live_grants(conn, host_id, exclude_id=exclude)
+        state = host_state(row)
+        for other in others:
             state.granted = state.granted + other.resources
         if not state.fits(resources):
+            short = (state.used + state.granted + resources).exceeded(
+                state.limit
+            )
             raise exception.ClaimRejected(
                 instance_uuid=instance_uuid,
-                host=row.host,
-                node=row.node,
-                reason="its grant is expired or gone and %s no longer fits "
-                "(short in %s)"
-                % (
-                    resources,
-                    ", ".join(
-                        (state.used + state.granted + resources).exceeded(
-                            state.limit
-                        )
-                    ),
-                ),
+                host=host,
+                node=node,
+                reason="it has no live grant and %s does not fit (short in %s)"
+                % (resources, ", ".join(short)),
             )
+        if grant is not None:
+            _consume(conn, grant)
+        conn.execute(
+            H.update().where(H.c.id == host_id).values(**_add_usage(resources))
+        )
+        ticket = grant.ticket if grant is not None else None
+        _insert_claim(conn, instance_uuid, host_id, resources, ticket)
+        return ClaimOutcome(resources, ticket, "recheck")
 
     @db_api.transactional("writer")
     def release(self, conn, instance_uuid, host, node):
@@ -433,20 +467,13 @@ class Store:
         return True
 
 
+@dataclasses.dataclass(frozen=True)
 class ClaimOutcome:
     """What a claim did: ``how`` is grant, recheck or existing."""
 
-    def __init__(self, resources, grant_ticket, how):
-        self.resources = resources
-        self.grant_ticket = grant_ticket
-        self.how = how
-
-    def __repr__(self):
-        return "ClaimOutcome(%s, ticket=%s, how=%s)" % (
-            self.resources,
-            self.grant_ticket,
-            self.how,
-        )
+    resources: Resources
+    grant_ticket: int
+    how: str
 
 
 def _decide(conn, host_id, max_ticket, mine_id):
@@ -455,13 +482,12 @@ def _decide(conn, host_id, max_ticket, mine_id):
     ``mine_id`` is the caller's own grant: deleted (withdrawn) rather than
     marked when it lost.  Returns ``(mine won, host state)``.
     """
-    row = conn.execute(sa.select(H).where(H.c.id == host_id)).first()
+    row, grants = _host_with_live_grants(conn, host_id, max_ticket=max_ticket)
     if row is None:
         if mine_id is not None:
             conn.execute(G.delete().where(G.c.id == mine_id))
         return False, None
     state = host_state(row)
-    grants = _live_grants(conn, host_id, max_ticket=max_ticket)
     outcome = decision.replay(state.used, state.limit, grants)
     state.granted = outcome.committed - state.used
     mine = next((g for g in grants if g.id == mine_id), None)
@@ -486,6 +512,35 @@ def _decide(conn, host_id, max_ticket, mine_id):
     if mine is None:
         return False, state
     return outcome.verdicts.get(mine_id, mine.state == models.GRANT_WON), state
+
+
+def _existing_or_grant(conn, host_id, instance_uuid, resources):
+    """The instance's claim on this host as a ``ClaimOutcome`` if it has
+    one (a repeated claim), else its grant row (or None)."""
+    existing = conn.execute(
+        sa.select(C).where(
+            C.c.instance_uuid == instance_uuid, C.c.host_id == host_id
+        )
+    ).first()
+    if existing is not None:
+        return ClaimOutcome(
+            resources_of(existing), existing.grant_ticket, "existing"
+        )
+    return _find_grant(conn, host_id, instance_uuid, resources)
+
+
+def _insert_claim(conn, instance_uuid, host_id, amount, ticket):
+    conn.execute(
+        C.insert().values(
+            instance_uuid=instance_uuid,
+            host_id=host_id,
+            vcpus=amount.vcpus,
+            memory_mb=amount.memory_mb,
+            disk_gb=amount.disk_gb,
+            grant_ticket=ticket,
+            created_at=db_api.utcnow(),
+        )
+    )
 
 
 def _find_grant(conn, host_id, instance_uuid, resources):

@@ -272,7 +272,7 @@ class CrashedScheduler(InterleavingTestCase):
         # no room on re-check.
         with self.assertRaises(api.ClaimRejected) as caught:
             survivor.claim(dead_uuid, "host0", "node0", ONE_SLOT)
-        self.assertIn("no longer fits", str(caught.exception))
+        self.assertIn("does not fit", str(caught.exception))
 
         crash.resume()
         _, error = run_dead.outcome(self)
