@@ -94,3 +94,50 @@ class TestBadDatabaseUrls(ManageTestCase):
             "sqlite:////nonexistent/dir/gs.sqlite", "db", "version"
         )
         self.assertOneLineError(result, "nonexistent")
+
+
+class TestInspectionCommands(ManageTestCase):
+    def setUp(self):
+        super().setUp()
+        from grant_scheduler import api
+
+        directory = self.useFixture(base.fixtures.TempDir()).path
+        self.url = "sqlite:///%s" % os.path.join(directory, "gs.sqlite")
+        self.assertEqual(0, self.manage(self.url, "db", "sync").returncode)
+        self.gs = api.GrantScheduler.from_url(self.url)
+        self.addCleanup(self.gs.database.dispose)
+        self.gs.report_host(
+            "cmp1", "cmp1", api.Capacity(api.Resources(2, 2048, 20))
+        )
+        [self.sel] = self.gs.schedule(1, 1024, 10, instance_uuids=["inst-1"])
+
+    def test_hosts_and_grants_tables(self):
+        result = self.manage(self.url, "hosts")
+        self.assertEqual(0, result.returncode, result.stderr)
+        self.assertIn("cmp1", result.stdout)
+        self.assertIn("1/2", result.stdout)
+        result = self.manage(self.url, "grants")
+        self.assertEqual(0, result.returncode, result.stderr)
+        self.assertIn("inst-1", result.stdout)
+        self.assertIn("won", result.stdout)
+
+    def test_reap_prints_counts(self):
+        self.gs.claim("inst-1", "cmp1", "cmp1")
+        result = self.manage(self.url, "reap")
+        self.assertEqual(0, result.returncode, result.stderr)
+        self.assertRegex(result.stdout, r"superseded\s+1")
+
+    def test_check_ok_then_violation(self):
+        result = self.manage(self.url, "check")
+        self.assertEqual(0, result.returncode, result.stderr)
+        self.assertIn("OK", result.stdout)
+        result = self.manage(self.url, "check", "--quiescent")
+        self.assertEqual(1, result.returncode)
+        self.assertIn("remains after quiescence", result.stdout)
+        self.assertOneLineError(result, "invariant violation")
+
+    def test_unmigrated_database_is_refused(self):
+        directory = self.useFixture(base.fixtures.TempDir()).path
+        empty = "sqlite:///%s" % os.path.join(directory, "empty.sqlite")
+        result = self.manage(empty, "hosts")
+        self.assertOneLineError(result, "db sync")
