@@ -1,0 +1,303 @@
+"""One benchmark run: S scheduler processes, compute processes, a checker.
+
+The parent resets the tables, reports the hosts, hands each scheduler
+process its share of the seeded request stream and checks invariant I1 at
+checkpoints while they run.  Counters come from SQLAlchemy events in every
+process and from the checker, never from a strategy's own bookkeeping.
+"""
+
+import logging
+import multiprocessing
+import queue as queue_module
+import random
+import time
+import traceback
+import uuid
+
+import sqlalchemy as sa
+
+from grant_scheduler import api
+from grant_scheduler import injection
+from grant_scheduler.bench import strategies
+from grant_scheduler.db import api as db_api
+from grant_scheduler.db import migration
+from grant_scheduler.db import models
+
+STOP = None
+COMPUTES = 2
+RESULT_TIMEOUT = 1800
+START_TIMEOUT = 300
+
+
+def count_statements(database, latency_s=0.0):
+    """Count statements and commits on ``database``'s engine; optionally
+    sleep before each statement to model a remote database."""
+    counts = {"statements": 0, "commits": 0}
+    engine = database.get_engine()
+
+    @sa.event.listens_for(engine, "before_cursor_execute")
+    def _statement(*args):
+        counts["statements"] += 1
+        if latency_s:
+            time.sleep(latency_s)
+
+    @sa.event.listens_for(engine, "commit")
+    def _commit(*args):
+        counts["commits"] += 1
+
+    return counts
+
+
+def _settings(options):
+    return api.Settings(
+        host_subset_size=options["host_subset_size"],
+        max_fallovers=options["max_fallovers"],
+        grant_ttl=600,
+    )
+
+
+def scheduler_process(
+    strategy_name,
+    options,
+    stream,
+    compute_queues,
+    host_owner,
+    index,
+    reply_queue,
+    results,
+    barrier,
+):
+    logging.disable(logging.WARNING)
+    strategy = strategies.STRATEGIES[strategy_name]
+    result = {
+        "latencies": [],
+        "placed": 0,
+        "no_valid_host": 0,
+        "errors": [],
+        "attempts": 0,
+        "conflicts": 0,
+    }
+    try:
+        hooks = injection.Hooks()
+        if options["commit_delay_ms"]:
+            delay = options["commit_delay_ms"] / 1000.0
+            hooks.on("grant_inserted", lambda **info: time.sleep(delay))
+        side = strategy.scheduler_side(
+            options["url"], _settings(options), hooks
+        )
+        side.gs.scheduler.rng = random.Random(options["seed"])
+        counts = count_statements(side.gs.database, options["latency_s"])
+        barrier.wait(RESULT_TIMEOUT)
+        for amount in stream:
+            instance_uuid = str(uuid.uuid4())
+            started = time.perf_counter()
+            if strategy.retries_on_reject:
+                placed = _place_with_retries(
+                    side,
+                    amount,
+                    instance_uuid,
+                    compute_queues,
+                    host_owner,
+                    index,
+                    reply_queue,
+                )
+            else:
+                destination = side.place(amount, instance_uuid)
+                placed = destination is not None
+                if placed:
+                    host, node = destination
+                    compute_queues[host_owner[host]].put(
+                        (instance_uuid, host, node, amount, None)
+                    )
+            result["latencies"].append(time.perf_counter() - started)
+            result["placed" if placed else "no_valid_host"] += 1
+        result.update(counts)
+        result["attempts"] = side.attempts
+        result["conflicts"] = side.conflicts
+    except Exception:
+        result["errors"].append(traceback.format_exc())
+    results.put(("scheduler", result))
+
+
+def _place_with_retries(
+    side, amount, instance_uuid, compute_queues, host_owner, index, reply_queue
+):
+    ignore = set()
+    for _ in range(strategies.MAX_ATTEMPTS):
+        destination = side.choose(amount, ignore)
+        if destination is None:
+            return False
+        host, node = destination
+        compute_queues[host_owner[host]].put(
+            (instance_uuid, host, node, amount, index)
+        )
+        if reply_queue.get(timeout=RESULT_TIMEOUT):
+            return True
+        side.conflicts += 1
+        ignore.add(host)
+    return False
+
+
+def compute_process(strategy_name, options, work, replies, results):
+    logging.disable(logging.WARNING)
+    strategy = strategies.STRATEGIES[strategy_name]
+    result = {"claimed": 0, "rejected": 0, "released": 0, "errors": []}
+    try:
+        side = strategy.compute_side(options["url"], _settings(options))
+        counts = count_statements(side.gs.database, options["latency_s"])
+        rng = random.Random(options["seed"])
+        while True:
+            item = work.get()
+            if item is STOP:
+                break
+            instance_uuid, host, node, amount, reply = item
+            if options["build_delay_ms"]:
+                time.sleep(rng.uniform(0, options["build_delay_ms"]) / 1000.0)
+            accepted = side.claim(instance_uuid, host, node, amount)
+            result["claimed" if accepted else "rejected"] += 1
+            if reply is not None:
+                replies[reply].put(accepted)
+            if accepted and rng.random() < options["churn"]:
+                if side.gs.release(instance_uuid, host, node):
+                    result["released"] += 1
+        result.update(counts)
+    except Exception:
+        result["errors"].append(traceback.format_exc())
+    results.put(("compute", result))
+
+
+def reset(database, workload):
+    """Empty the tables and report the workload's hosts."""
+    migration.upgrade(database)
+    with database.writer() as conn:
+        for table in (models.grants, models.claims, models.hosts):
+            conn.execute(table.delete())
+    gs = api.GrantScheduler(database)
+    with database.writer() as conn:
+        conn.execute(
+            models.hosts.insert().values(created_at=db_api.utcnow()),
+            [
+                dict(
+                    host=name,
+                    node=name,
+                    vcpus=workload.capacity.vcpus,
+                    memory_mb=workload.capacity.memory_mb,
+                    disk_gb=workload.capacity.disk_gb,
+                )
+                for name in workload.host_names()
+            ],
+        )
+    return gs
+
+
+def run(strategy_name, workload, schedulers, options, progress=None):
+    """One run; returns the raw counts for ``metrics.summarise``."""
+    database = db_api.Database(options["url"])
+    try:
+        gs = reset(database, workload)
+        stream = workload.stream(options["seed"])
+        names = workload.host_names()
+        host_owner = {name: n % COMPUTES for n, name in enumerate(names)}
+        ctx = multiprocessing.get_context("spawn")
+        work = [ctx.Queue() for _ in range(COMPUTES)]
+        results = ctx.Queue()
+        barrier = ctx.Barrier(schedulers + 1)
+        replies = [ctx.Queue() for _ in range(schedulers)]
+        computes = [
+            ctx.Process(
+                target=compute_process,
+                args=(
+                    strategy_name,
+                    dict(options, seed=n),
+                    work[n],
+                    replies,
+                    results,
+                ),
+            )
+            for n in range(COMPUTES)
+        ]
+        procs = [
+            ctx.Process(
+                target=scheduler_process,
+                args=(
+                    strategy_name,
+                    dict(options, seed=options["seed"] * 1000 + n),
+                    stream[n::schedulers],
+                    work,
+                    host_owner,
+                    n,
+                    replies[n],
+                    results,
+                    barrier,
+                ),
+            )
+            for n in range(schedulers)
+        ]
+        for process in computes + procs:
+            process.start()
+        # NOTE: the clock starts once every scheduler process has imported
+        # and built its side, so start-up is not counted as scheduling.
+        barrier.wait(START_TIMEOUT)
+        started = time.perf_counter()
+        overcommitted = set()
+        scheduler_results = []
+        checkpoints = 0
+        while len(scheduler_results) < schedulers:
+            overcommitted |= _overcommitted(gs)
+            checkpoints += 1
+            try:
+                kind, result = results.get(timeout=0.2)
+            except queue_module.Empty:
+                if not any(p.is_alive() for p in procs):
+                    raise RuntimeError(
+                        "a scheduler process died without a result"
+                    )
+                continue
+            scheduler_results.append(result)
+            if progress:
+                progress(len(scheduler_results), schedulers)
+        elapsed = time.perf_counter() - started
+        for queue in work:
+            queue.put(STOP)
+        compute_results = [
+            results.get(timeout=RESULT_TIMEOUT)[1] for _ in range(COMPUTES)
+        ]
+        for process in computes + procs:
+            process.join(60)
+        overcommitted |= _overcommitted(gs)
+        return {
+            "schedulers": scheduler_results,
+            "computes": compute_results,
+            "elapsed_s": elapsed,
+            "overcommitted_hosts": len(overcommitted),
+            "checkpoints": checkpoints,
+        }
+    finally:
+        database.dispose()
+
+
+def _overcommitted(gs):
+    return {v.host for v in gs.check() if v.invariant == "I1"}
+
+
+def commit_ceiling(url, seconds=1.0):
+    """The database's raw single-row commit rate, measured now."""
+    database = db_api.Database(url)
+    try:
+        with database.writer() as conn:
+            conn.exec_driver_sql(
+                "CREATE TABLE IF NOT EXISTS gs_bench_ceiling (id INTEGER)"
+            )
+        commits = 0
+        deadline = time.perf_counter() + seconds
+        started = time.perf_counter()
+        while time.perf_counter() < deadline:
+            with database.writer() as conn:
+                conn.exec_driver_sql("INSERT INTO gs_bench_ceiling VALUES (1)")
+            commits += 1
+        rate = commits / (time.perf_counter() - started)
+        with database.writer() as conn:
+            conn.exec_driver_sql("DROP TABLE gs_bench_ceiling")
+        return rate
+    finally:
+        database.dispose()
