@@ -23,38 +23,10 @@ H = models.hosts
 class NaiveStore(gs_store.Store):
     """A ``Store`` whose grant and verify follow the seed literally."""
 
-    @db_api.transactional("writer")
-    def insert_grant(
-        self,
-        conn,
-        host_id,
-        resources,
-        scheduler,
-        instance_uuid,
-        request_id,
-        before_commit=None,
-    ):
+    def _ticket_for(self, conn, host_id):
         # NOTE: no ticket is taken, so no host row lock orders the inserts;
         # the column still needs a unique value, which decides nothing here.
-        ticket = -random.getrandbits(62)
-        result = conn.execute(
-            G.insert().values(
-                host_id=host_id,
-                ticket=ticket,
-                instance_uuid=instance_uuid,
-                request_id=request_id,
-                scheduler=scheduler,
-                vcpus=resources.vcpus,
-                memory_mb=resources.memory_mb,
-                disk_gb=resources.disk_gb,
-                state=models.GRANT_PENDING,
-                created_at=db_api.utcnow(),
-            )
-        )
-        grant_id = result.inserted_primary_key[0]
-        if before_commit is not None:
-            before_commit(grant_id=grant_id, ticket=ticket)
-        return grant_id, ticket
+        return -random.getrandbits(62)
 
     @db_api.transactional("writer")
     def verify_grant(self, conn, grant_id, host_id, ticket):

@@ -281,7 +281,7 @@ class Store:
 
         :returns: ``(grant id, ticket)``, or None when the host is gone.
         """
-        ticket = _take_ticket(conn, host_id)
+        ticket = self._ticket_for(conn, host_id)
         if ticket is None:
             return None
         result = conn.execute(
@@ -302,6 +302,10 @@ class Store:
         if before_commit is not None:
             before_commit(grant_id=grant_id, ticket=ticket)
         return grant_id, ticket
+
+    def _ticket_for(self, conn, host_id):
+        """The ordering ticket of a new grant (see ``_take_ticket``)."""
+        return _take_ticket(conn, host_id)
 
     @db_api.transactional("writer")
     def verify_grant(self, conn, grant_id, host_id, ticket):
