@@ -172,9 +172,6 @@ class GrantScheduler:
         request = Request.build(vcpus, memory_mb, disk_gb, **kwargs)
         return self.scheduler.schedule(request)
 
-    def schedule_request(self, request):
-        return self.scheduler.schedule(request)
-
     @property
     def counters(self):
         return self.scheduler.counters

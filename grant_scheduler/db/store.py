@@ -225,13 +225,6 @@ class Store:
         return result.rowcount == 1
 
     @db_api.transactional("reader")
-    def find_host(self, conn, host, node):
-        row = conn.execute(
-            sa.select(H).where(H.c.host == host, H.c.node == node)
-        ).first()
-        return None if row is None else host_state(row)
-
-    @db_api.transactional("reader")
     def load_view(self, conn):
         """Every host with its live grants subtracted: the baseline view.
 
