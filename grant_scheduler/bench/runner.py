@@ -80,8 +80,14 @@ def scheduler_process(
     try:
         hooks = injection.Hooks()
         if options["commit_delay_ms"]:
+            # NOTE: a random share of the delay per grant: H1 needs one
+            # grant to sit uncommitted longer than a later one.
             delay = options["commit_delay_ms"] / 1000.0
-            hooks.on("grant_inserted", lambda **info: time.sleep(delay))
+            jitter = random.Random(options["seed"])
+            hooks.on(
+                "grant_inserted",
+                lambda **info: time.sleep(jitter.uniform(0, delay)),
+            )
         side = strategy.scheduler_side(
             options["url"], _settings(options), hooks
         )

@@ -80,8 +80,8 @@ def parser():
         "--commit-delay-ms",
         type=float,
         default=0.0,
-        help="Sleep between a grant's insert and its commit "
-        "(shows DESIGN H1).",
+        help="Sleep up to this long, uniformly at random, between a "
+        "grant's insert and its commit (shows DESIGN H1).",
     )
     p.add_argument(
         "--build-delay-ms",
