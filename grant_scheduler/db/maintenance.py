@@ -64,19 +64,6 @@ class GrantRow:
     created_at: datetime.datetime
 
 
-def _sums(table, *where):
-    return (
-        sa.select(
-            table.c.host_id,
-            sa.func.sum(table.c.vcpus).label("vcpus"),
-            sa.func.sum(table.c.memory_mb).label("memory_mb"),
-            sa.func.sum(table.c.disk_gb).label("disk_gb"),
-        )
-        .where(*where)
-        .group_by(table.c.host_id)
-    )
-
-
 def _prefixed(subquery, prefix):
     return [
         subquery.c[name].label(prefix + name)
@@ -124,8 +111,10 @@ class Maintenance:
         One statement, so that on every backend each host's usage, grants
         and claims come from one snapshot (the checker relies on it).
         """
-        won = _sums(G, G.c.state == models.GRANT_WON).subquery("won")
-        claimed = _sums(C).subquery("claimed")
+        won = gs_store.sums_by_host(G, G.c.state == models.GRANT_WON).subquery(
+            "won"
+        )
+        claimed = gs_store.sums_by_host(C).subquery("claimed")
         query = (
             sa.select(
                 H,

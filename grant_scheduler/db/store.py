@@ -28,17 +28,29 @@ C = models.claims
 
 LIVE = (models.GRANT_PENDING, models.GRANT_WON)
 
-_CAPACITY_COLUMNS = (
-    "vcpus",
-    "memory_mb",
-    "disk_gb",
-    "reserved_vcpus",
-    "reserved_memory_mb",
-    "reserved_disk_gb",
-    "cpu_allocation_ratio",
-    "ram_allocation_ratio",
-    "disk_allocation_ratio",
-)
+
+def sums_by_host(table, *where, by=()):
+    """SELECT host_id [, by...], SUM(vcpus), SUM(memory_mb), SUM(disk_gb)
+    FROM a grants or claims table, grouped by host."""
+    return (
+        sa.select(
+            table.c.host_id,
+            *by,
+            sa.func.sum(table.c.vcpus).label("vcpus"),
+            sa.func.sum(table.c.memory_mb).label("memory_mb"),
+            sa.func.sum(table.c.disk_gb).label("disk_gb"),
+        )
+        .where(*where)
+        .group_by(table.c.host_id, *by)
+    )
+
+
+def _usage_values(used):
+    return {
+        "vcpus_used": used.vcpus,
+        "memory_mb_used": used.memory_mb,
+        "disk_gb_used": used.disk_gb,
+    }
 
 
 class LostUpdate(Exception):
@@ -190,21 +202,15 @@ class Store:
                 H.insert().values(
                     host=host,
                     node=node,
-                    vcpus_used=used.vcpus,
-                    memory_mb_used=used.memory_mb,
-                    disk_gb_used=used.disk_gb,
                     created_at=db_api.utcnow(),
+                    **_usage_values(used),
                     **values,
                 )
             )
             return result.inserted_primary_key[0]
         if used is not None:
             _take_ticket(conn, host_id)
-            values.update(
-                vcpus_used=used.vcpus,
-                memory_mb_used=used.memory_mb,
-                disk_gb_used=used.disk_gb,
-            )
+            values.update(_usage_values(used))
         conn.execute(
             H.update()
             .where(H.c.id == host_id)
@@ -234,15 +240,7 @@ class Store:
         granted = {}
         pending = {}
         for row in conn.execute(
-            sa.select(
-                G.c.host_id,
-                G.c.state,
-                sa.func.sum(G.c.vcpus).label("vcpus"),
-                sa.func.sum(G.c.memory_mb).label("memory_mb"),
-                sa.func.sum(G.c.disk_gb).label("disk_gb"),
-            )
-            .where(G.c.state.in_(LIVE))
-            .group_by(G.c.host_id, G.c.state)
+            sums_by_host(G, G.c.state.in_(LIVE), by=(G.c.state,))
         ):
             amount = resources_of(row)
             granted[row.host_id] = (
