@@ -139,15 +139,19 @@ class Scheduler:
         self.hooks = hooks or injection.NO_HOOKS
         self.counters = Counters()
 
-    def schedule(self, request):
+    def schedule(self, request, view=None):
         """Place every instance of ``request`` or none of them.
 
+        :param view: a ``View`` to rank hosts with; by default one over
+            every host row (Nova's adapter passes a view that runs Nova's
+            filters and weighers).
         :returns: one ``Selection`` per instance, in order.
         :raises NoValidHost: some instance could not be placed; every grant
             the request wrote has been withdrawn.
         """
         self.counters.requests += 1
-        view = _View(self.store.load_view())
+        if view is None:
+            view = View(self.store.load_view())
         self.hooks.fire("view_loaded", request=request)
         selections = []
         try:
@@ -201,7 +205,7 @@ class Scheduler:
             )
             self.hooks.fire("grant_verified", host=chosen.host, won=won)
             if won:
-                chosen.granted = chosen.granted + amount
+                view.consume(chosen, amount)
                 return Selection(
                     instance_uuid=instance_uuid,
                     host=chosen.host,
@@ -259,8 +263,13 @@ class Scheduler:
         )
 
 
-class _View:
-    """A scheduler's view of the hosts during one request."""
+class View:
+    """A scheduler's view of the hosts during one request.
+
+    Built-in filters (capacity, ignore and force lists) and weigher
+    (``decision.weight``).  A subclass may rank differently; the protocol
+    only needs the methods below.
+    """
 
     def __init__(self, states):
         self.reload(states)
@@ -275,6 +284,10 @@ class _View:
         return decision.best_fits(
             self._states.values(), request.resources, request.placement, count
         )
+
+    def consume(self, state, amount):
+        """Count a grant this request has just won on ``state``."""
+        state.granted = state.granted + amount
 
     def alternates(self, request, chosen):
         if not request.num_alternates:

@@ -162,6 +162,42 @@ def _host_with_live_grants(conn, host_id, max_ticket=None, exclude_id=None):
     return rows[0], grants
 
 
+def _capacity_values(capacity, node_uuid):
+    values = {
+        "vcpus": capacity.total.vcpus,
+        "memory_mb": capacity.total.memory_mb,
+        "disk_gb": capacity.total.disk_gb,
+        "reserved_vcpus": capacity.reserved.vcpus,
+        "reserved_memory_mb": capacity.reserved.memory_mb,
+        "reserved_disk_gb": capacity.reserved.disk_gb,
+        "cpu_allocation_ratio": capacity.cpu_allocation_ratio,
+        "ram_allocation_ratio": capacity.ram_allocation_ratio,
+        "disk_allocation_ratio": capacity.disk_allocation_ratio,
+    }
+    if node_uuid is not None:
+        values["node_uuid"] = node_uuid
+    return values
+
+
+def _host_id(conn, host, node):
+    return conn.execute(
+        sa.select(H.c.id).where(H.c.host == host, H.c.node == node)
+    ).scalar()
+
+
+def _insert_host(conn, host, node, values, used):
+    result = conn.execute(
+        H.insert().values(
+            host=host,
+            node=node,
+            created_at=db_api.utcnow(),
+            **_usage_values(used or Resources()),
+            **values,
+        )
+    )
+    return result.inserted_primary_key[0]
+
+
 class Store:
     """The protocol's reads and writes against one ``Database``."""
 
@@ -180,34 +216,10 @@ class Store:
         ``used`` overwrites usage (a resync from the hypervisor's truth); it
         takes a ticket so it is ordered against grants on the host.
         """
-        values = {
-            "vcpus": capacity.total.vcpus,
-            "memory_mb": capacity.total.memory_mb,
-            "disk_gb": capacity.total.disk_gb,
-            "reserved_vcpus": capacity.reserved.vcpus,
-            "reserved_memory_mb": capacity.reserved.memory_mb,
-            "reserved_disk_gb": capacity.reserved.disk_gb,
-            "cpu_allocation_ratio": capacity.cpu_allocation_ratio,
-            "ram_allocation_ratio": capacity.ram_allocation_ratio,
-            "disk_allocation_ratio": capacity.disk_allocation_ratio,
-        }
-        if node_uuid is not None:
-            values["node_uuid"] = node_uuid
-        host_id = conn.execute(
-            sa.select(H.c.id).where(H.c.host == host, H.c.node == node)
-        ).scalar()
+        values = _capacity_values(capacity, node_uuid)
+        host_id = _host_id(conn, host, node)
         if host_id is None:
-            used = used or Resources()
-            result = conn.execute(
-                H.insert().values(
-                    host=host,
-                    node=node,
-                    created_at=db_api.utcnow(),
-                    **_usage_values(used),
-                    **values,
-                )
-            )
-            return result.inserted_primary_key[0]
+            return _insert_host(conn, host, node, values, used)
         if used is not None:
             _take_ticket(conn, host_id)
             values.update(_usage_values(used))
@@ -221,6 +233,25 @@ class Store:
             )
         )
         return host_id
+
+    @db_api.transactional("writer")
+    def register_host(
+        self, conn, host, node, capacity, used=None, node_uuid=None
+    ):
+        """Create a host row unless it exists; its id, or None if it did.
+
+        For a first sight of a host whose usage another system knows (Nova's
+        compute node record): unlike ``report_host`` it never overwrites the
+        usage of a row that claims already maintain.
+        """
+        if _host_id(conn, host, node) is not None:
+            return None
+        values = _capacity_values(capacity, node_uuid)
+        try:
+            with conn.begin_nested():
+                return _insert_host(conn, host, node, values, used)
+        except db_exc.DBDuplicateEntry:
+            return None
 
     @db_api.transactional("writer")
     def delete_host(self, conn, host, node):

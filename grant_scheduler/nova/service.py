@@ -1,0 +1,86 @@
+"""One ``GrantScheduler`` per process, built from Nova's configuration.
+
+Nova builds its scheduler driver, filters and hooks before it forks its
+workers (DESIGN H9), so nothing here connects or starts anything until the
+first real use, which happens in the worker.  The options live in their own
+groups (``[grant_scheduler]``, ``[grant_scheduler_database]``) of Nova's
+configuration object; an unset ``connection`` there never falls back to
+Nova's own database (H10).
+"""
+
+import os
+import threading
+
+from oslo_config import cfg
+
+from grant_scheduler import api
+from grant_scheduler import conf as gs_conf
+from grant_scheduler import exception
+from grant_scheduler.conf import database as db_conf
+
+
+def nova_conf():
+    """Nova's configuration object (``nova.conf.CONF`` is ``cfg.CONF``)."""
+    return cfg.CONF
+
+
+class Lazy:
+    """Builds a ``GrantScheduler`` on first use, once per process.
+
+    A fork after first use (a worker inheriting a parent's object) is
+    detected by pid and gets a fresh object, so no pooled connection is
+    ever shared across processes.
+    """
+
+    def __init__(self, conf=None, factory=None, **kwargs):
+        self._conf = conf
+        self._factory = factory
+        self._kwargs = kwargs
+        self._lock = threading.Lock()
+        self._built = None
+        self._pid = None
+
+    @property
+    def conf(self):
+        if self._conf is None:
+            self._conf = nova_conf()
+        gs_conf.register_opts(self._conf)
+        return self._conf
+
+    def get(self):
+        with self._lock:
+            if self._built is None or self._pid != os.getpid():
+                if self._factory is not None:
+                    self._built = self._factory()
+                else:
+                    conf = self.conf
+                    require_connection(conf)
+                    self._built = api.GrantScheduler.from_conf(
+                        conf, **self._kwargs
+                    )
+                self._pid = os.getpid()
+            return self._built
+
+    def set(self, grant_scheduler):
+        """Use ``grant_scheduler`` from now on (tests, embedding)."""
+        with self._lock:
+            self._built = grant_scheduler
+            self._pid = os.getpid()
+
+
+def require_connection(conf):
+    """Refuse to run inside Nova on the built-in SQLite default.
+
+    Every scheduler and compute host must share one database; a per-host
+    SQLite file would silently grant the same capacity on every host.  (An
+    explicitly configured SQLite URL is taken as meant, e.g. for an
+    all-in-one test cloud.)
+    """
+    connection = conf[db_conf.GROUP_NAME].connection
+    if connection in (None, db_conf.DEFAULT_CONNECTION):
+        raise exception.DatabaseConfigError(
+            url="(unset)",
+            reason="[%s] connection is not set in Nova's configuration; "
+            "point it at the database every scheduler and compute host "
+            "shares" % db_conf.GROUP_NAME
+        )

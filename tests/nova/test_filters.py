@@ -1,0 +1,68 @@
+"""``GrantsFilter`` run by Nova's own filter handler, as Nova 34 would."""
+
+from unittest import mock
+
+from nova.scheduler import filters
+
+from grant_scheduler import api
+from grant_scheduler.nova import filters as gs_filters
+from tests import base
+from tests.nova import base as nova_base
+from tests.nova import fakes
+
+FILTER_PATH = "grant_scheduler.nova.filters.GrantsFilter"
+
+
+class TestGrantsFilter(nova_base.NovaTestCase, base.TestCase):
+    def setUp(self):
+        super().setUp()
+        handler = filters.HostFilterHandler()
+        [cls] = handler.get_matching_classes([FILTER_PATH])
+        self.assertIs(gs_filters.GrantsFilter, cls)
+        self.handler = handler
+        self.grants_filter = cls()
+        for name, ram in (("a", 8192), ("b", 8192), ("c", 4096)):
+            self.cloud.add(name, 4, ram, 100, ram_allocation_ratio=1.0)
+            self.gs.report_host(
+                name, name, api.Capacity(api.Resources(4, ram, 100))
+            )
+
+    def passing(self, flavor):
+        spec = fakes.request_spec(flavor)
+        hosts = self.handler.get_filtered_objects(
+            [self.grants_filter], self.cloud.host_states(), spec, 0
+        )
+        return sorted(h.host for h in hosts)
+
+    def test_promised_capacity_is_taken(self):
+        flavor = fakes.flavor(1, 4096, 10)
+        self.assertEqual(["a", "b", "c"], self.passing(flavor))
+        # Other schedulers promise 6 GB on "a" and all of "c": Nova's own
+        # records still show them empty.
+        self.gs.schedule(1, 6144, 10, force_hosts=["a"])
+        self.gs.schedule(1, 4096, 10, force_hosts=["c"])
+        self.assertEqual(["b"], self.passing(flavor))
+        self.assertEqual(["a", "b"], self.passing(fakes.flavor(1, 2048, 10)))
+
+    def test_allocation_ratio_counts(self):
+        self.cloud.nodes["c"].ram_allocation_ratio = 2.0
+        self.gs.schedule(1, 4096, 10, force_hosts=["c"])
+        self.assertIn("c", self.passing(fakes.flavor(1, 4096, 10)))
+        self.assertNotIn("c", self.passing(fakes.flavor(1, 4097, 10)))
+
+    def test_grants_read_once_per_request(self):
+        store = self.grants_filter._lazy.get().store
+        with mock.patch.object(
+            store, "load_view", wraps=store.load_view
+        ) as load_view:
+            self.passing(fakes.flavor(1, 1024, 1))
+            self.assertEqual(1, load_view.call_count)
+            self.passing(fakes.flavor(1, 1024, 1))
+            self.assertEqual(2, load_view.call_count)
+
+    def test_free_after_grants(self):
+        [state] = [s for s in self.cloud.host_states() if s.host == "a"]
+        free = gs_filters.free_after_grants(
+            state, api.Resources(1, 1000, 10)
+        )
+        self.assertEqual(api.Resources(3, 7192, 90), free)

@@ -1,0 +1,181 @@
+"""The compute-side hooks, loaded from ``nova.hooks`` and run as Nova ran
+them, around methods with the signatures of Nova's ComputeManager."""
+
+import threading
+import time
+import uuid
+
+import fixtures
+from nova import utils as nova_utils
+from nova.compute import resource_tracker
+
+from grant_scheduler import api
+from grant_scheduler.nova import compat
+from grant_scheduler.nova import hooks
+from tests import base
+from tests.nova import base as nova_base
+from tests.nova import fakes
+from tests.nova import hook_runner
+
+FLAVOR = fakes.flavor(2, 4096, 40)
+
+
+class ComputeManager:
+    """The hooked methods of Nova's ComputeManager, with their signatures."""
+
+    def __init__(self, host):
+        self.host = host
+        self.built = []
+        self.deleted = []
+
+    @hook_runner.add_hook("build_instance")
+    def _do_build_and_run_instance(
+        self,
+        context,
+        instance,
+        image,
+        request_spec,
+        filter_properties,
+        admin_password,
+        injected_files,
+        requested_networks,
+        security_groups,
+        block_device_mapping,
+        node=None,
+        limits=None,
+    ):
+        self.built.append(instance.uuid)
+        return "built"
+
+    @hook_runner.add_hook("delete_instance")
+    def _delete_instance(self, context, instance, bdms):
+        self.deleted.append(instance.uuid)
+
+
+def build(manager, instance, node, positional=False):
+    args = [None, instance, {}, {}, {}, "pw", [], None, [], []]
+    if positional:
+        return manager._do_build_and_run_instance(*args, node, {})
+    return manager._do_build_and_run_instance(*args, node=node, limits={})
+
+
+class HookTestCase(nova_base.NovaTestCase):
+    def setUp(self):
+        super().setUp()
+        self.gs.report_host(
+            "cmp1", "cmp1", api.Capacity(api.Resources(4, 8192, 100))
+        )
+        self.manager = ComputeManager("cmp1")
+        self.logger = self.useFixture(fixtures.FakeLogger(level="DEBUG"))
+
+    def grant(self, count=1):
+        uuids = [str(uuid.uuid4()) for _ in range(count)]
+        self.gs.schedule(2, 4096, 40, instance_uuids=uuids)
+        return [fakes.instance(u, FLAVOR, "cmp1") for u in uuids]
+
+    def used(self):
+        [report] = self.gs.hosts()
+        return report.state.used
+
+
+class TestBuildHook(HookTestCase, base.TestCase):
+    def test_build_consumes_the_grant(self):
+        [instance] = self.grant()
+        self.assertEqual("built", build(self.manager, instance, "cmp1"))
+        self.assertEqual([instance.uuid], self.manager.built)
+        self.assertEqual(api.Resources(2, 4096, 40), self.used())
+        [grant] = self.gs.grants()
+        self.assertEqual("consumed", grant.state)
+        self.assertIn("claimed on cmp1/cmp1 (grant)", self.logger.output)
+
+    def test_positional_node_as_nova_13_passed_it(self):
+        [instance] = self.grant()
+        build(self.manager, instance, "cmp1", positional=True)
+        self.assertEqual("consumed", self.gs.grants()[0].state)
+
+    def test_node_from_instance_when_not_passed(self):
+        [instance] = self.grant()
+        build(self.manager, instance, None)
+        self.assertEqual(api.Resources(2, 4096, 40), self.used())
+
+    def test_rebuilt_claim_is_idempotent(self):
+        [instance] = self.grant()
+        build(self.manager, instance, "cmp1")
+        build(self.manager, instance, "cmp1")
+        self.assertEqual(api.Resources(2, 4096, 40), self.used())
+
+    def test_claim_that_does_not_fit_stops_the_build(self):
+        self.grant(2)  # the host is full of promises
+        stranger = fakes.instance(str(uuid.uuid4()), FLAVOR, "cmp1")
+        with self.assertRaises(compat.FatalHookException) as caught:
+            build(self.manager, stranger, "cmp1")
+        self.assertIn("rejected", str(caught.exception))
+        self.assertEqual([], self.manager.built)
+        self.assertEqual(api.Resources(), self.used())
+
+    def test_unknown_node_stops_the_build(self):
+        [instance] = self.grant()
+        with self.assertRaises(compat.FatalHookException) as caught:
+            build(self.manager, instance, "no-such-node")
+        self.assertIn("no-such-node", str(caught.exception))
+        self.assertEqual([], self.manager.built)
+
+    def test_other_failures_are_logged_not_silent(self):
+        broken = fakes.instance(str(uuid.uuid4()), FLAVOR, "cmp1")
+        broken.flavor = fakes.flavor(0, 4096, 40)  # vcpus 0: invalid
+        self.assertEqual("built", build(self.manager, broken, "cmp1"))
+        self.assertIn("grant_scheduler could not claim", self.logger.output)
+        self.assertIn("Invalid vcpus 0", self.logger.output)
+        self.assertIn("Exception running build_instance", self.logger.output)
+
+    def test_claim_waits_for_the_resource_tracker_lock(self):
+        [instance] = self.grant()
+        holding = threading.Event()
+        release = threading.Event()
+
+        @nova_utils.synchronized(
+            resource_tracker.COMPUTE_RESOURCE_SEMAPHORE, fair=True
+        )
+        def resource_tracker_claim():
+            holding.set()
+            release.wait(10)
+
+        holder = threading.Thread(target=resource_tracker_claim)
+        holder.start()
+        self.assertTrue(holding.wait(10))
+        builder = threading.Thread(
+            target=build, args=(self.manager, instance, "cmp1")
+        )
+        builder.start()
+        time.sleep(0.5)
+        self.assertTrue(builder.is_alive())
+        self.assertEqual(api.Resources(), self.used())
+        release.set()
+        builder.join(10)
+        holder.join(10)
+        self.assertFalse(builder.is_alive())
+        self.assertEqual(api.Resources(2, 4096, 40), self.used())
+
+
+class TestDeleteHook(HookTestCase, base.TestCase):
+    def test_delete_releases(self):
+        [instance] = self.grant()
+        build(self.manager, instance, "cmp1")
+        self.manager._delete_instance(None, instance, [])
+        self.assertEqual([instance.uuid], self.manager.deleted)
+        self.assertEqual(api.Resources(), self.used())
+        # A redelivered delete changes nothing.
+        self.manager._delete_instance(None, instance, [])
+        self.assertEqual(api.Resources(), self.used())
+
+
+class TestPythonApi(HookTestCase, base.TestCase):
+    """Releases without hooks (22 and later) call the same functions."""
+
+    def test_claim_and_release(self):
+        [instance] = self.grant()
+        outcome = hooks.claim_for_build("cmp1", instance, "cmp1")
+        self.assertEqual("grant", outcome.how)
+        self.assertTrue(hooks.release_for_delete("cmp1", instance, "cmp1"))
+        self.assertFalse(hooks.release_for_delete("cmp1", instance, "cmp1"))
+        self.assertEqual(api.Resources(), self.used())
