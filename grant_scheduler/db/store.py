@@ -62,10 +62,13 @@ def _retry_request():
 
 
 def resources_of(row, prefix="", suffix=""):
+    # NOTE: MySQL returns SUM() of integers as DECIMAL; amounts are ints
+    # everywhere else (Nova's weighers, for one, mix them with floats).
     return Resources(
-        row._mapping[prefix + "vcpus" + suffix],
-        row._mapping[prefix + "memory_mb" + suffix],
-        row._mapping[prefix + "disk_gb" + suffix],
+        *(
+            int(row._mapping[prefix + name + suffix])
+            for name in ("vcpus", "memory_mb", "disk_gb")
+        )
     )
 
 
