@@ -238,7 +238,7 @@ def _bind(args, kwargs):
             % ", ".join(sorted(unknown))
         )
     call = dict.fromkeys(_OPTIONAL_ARGS)
-    call.update(zip(_OPTIONAL_ARGS, args))
+    call.update(zip(_OPTIONAL_ARGS, args, strict=False))
     call.update(kwargs)
     call["selection_objects"] = len(args) > _SELECTION_OBJECTS_FROM or any(
         name in kwargs for name in _OPTIONAL_ARGS[_SELECTION_OBJECTS_FROM:]

@@ -13,9 +13,8 @@ from Nova's free RAM, disk and vCPU.  The live grants are read once per
 request, in one statement, not once per host.
 """
 
-from oslo_log import log as logging
-
 from nova.scheduler import filters
+from oslo_log import log as logging
 
 from grant_scheduler.nova import compat
 from grant_scheduler.nova import service
@@ -32,9 +31,10 @@ def free_after_grants(host_state, granted):
     ram_ratio = host_state.ram_allocation_ratio or 1.0
     disk_ratio = host_state.disk_allocation_ratio or 1.0
     ram_used = host_state.total_usable_ram_mb - host_state.free_ram_mb
-    disk_used_gb = host_state.total_usable_disk_gb - (
-        host_state.free_disk_mb / 1024
+    disk_used_gb = (
+        host_state.total_usable_disk_gb - host_state.free_disk_mb / 1024
     )
+    disk_limit_gb = host_state.total_usable_disk_gb * disk_ratio
     return Resources(
         vcpus=int(host_state.vcpus_total * cpu_ratio)
         - host_state.vcpus_used
@@ -42,8 +42,7 @@ def free_after_grants(host_state, granted):
         memory_mb=int(host_state.total_usable_ram_mb * ram_ratio)
         - ram_used
         - granted.memory_mb,
-        disk_gb=int(host_state.total_usable_disk_gb * disk_ratio - disk_used_gb)
-        - granted.disk_gb,
+        disk_gb=int(disk_limit_gb - disk_used_gb) - granted.disk_gb,
     )
 
 

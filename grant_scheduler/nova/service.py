@@ -82,5 +82,5 @@ def require_connection(conf):
             url="(unset)",
             reason="[%s] connection is not set in Nova's configuration; "
             "point it at the database every scheduler and compute host "
-            "shares" % db_conf.GROUP_NAME
+            "shares" % db_conf.GROUP_NAME,
         )

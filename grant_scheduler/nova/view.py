@@ -156,7 +156,7 @@ class NovaView(scheduler.View):
             if s.host_id != exclude
             and placement.allows(s)
             and s.fits(request.resources)
-            and (self._survivors is None or (s.host, s.node) in self._survivors)
+            and self._survived(s)
         }
         ranked = self._pipeline.rank(
             [self._nova[key] for key in by_key],
@@ -168,6 +168,10 @@ class NovaView(scheduler.View):
         if exclude is None:
             self._last_ranked = frozenset(keys)
         return [by_key[key] for key in keys]
+
+    def _survived(self, state):
+        survivors = self._survivors
+        return survivors is None or (state.host, state.node) in survivors
 
     def ranked(self, request, subset_size):
         return self._rank(request)[: subset_size + request.num_alternates]

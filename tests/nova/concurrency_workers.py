@@ -40,8 +40,9 @@ def _nova(url):
     return fakes
 
 
-def scheduler_process(name, url, seed, max_requests, compute_queues, owner,
-                      results):
+def scheduler_process(
+    name, url, seed, max_requests, compute_queues, owner, results
+):
     from nova import exception as nova_exception
     from stevedore import driver as stevedore_driver
 
@@ -75,11 +76,17 @@ def scheduler_process(name, url, seed, max_requests, compute_queues, owner,
                 continue
             failures_in_a_row = 0
             outcome["placed"].append(uuids)
-            for instance_uuid, [selection] in zip(uuids, answer):
+            for instance_uuid, [selection] in zip(uuids, answer, strict=True):
                 host = selection.service_host
                 compute_queues[owner[host]].put(
-                    (instance_uuid, host, selection.nodename, flavour.vcpus,
-                     flavour.memory_mb, flavour.root_gb)
+                    (
+                        instance_uuid,
+                        host,
+                        selection.nodename,
+                        flavour.vcpus,
+                        flavour.memory_mb,
+                        flavour.root_gb,
+                    )
                 )
     except Exception:  # noqa: BLE001 - reported to the test
         outcome["errors"].append(traceback.format_exc())

@@ -54,7 +54,7 @@ def compute_node(host, vcpus, memory_mb, disk_gb, used=(0, 0, 0), **extra):
 
 
 def service(host, disabled=False):
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     return {
         "host": host,
         "binary": "nova-compute",

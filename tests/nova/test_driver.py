@@ -48,9 +48,7 @@ class DriverTestCase(nova_base.NovaTestCase):
 
 class TestLoading(DriverTestCase, base.TestCase):
     def test_loaded_by_stevedore_without_connecting(self):
-        self.assertIsInstance(
-            self.driver, gs_driver.GrantSchedulerDriver
-        )
+        self.assertIsInstance(self.driver, gs_driver.GrantSchedulerDriver)
         self.assertFalse(self.driver.USES_ALLOCATION_CANDIDATES)
         driver = load_driver()
         # DESIGN H9: nothing is built before the first request.
@@ -64,9 +62,7 @@ class TestLoading(DriverTestCase, base.TestCase):
         self.assertIs(GrantSchedulerDriver, type(self.driver))
 
     def test_unset_connection_is_a_clear_error(self):
-        nova_base.CONF.clear_override(
-            "connection", "grant_scheduler_database"
-        )
+        nova_base.CONF.clear_override("connection", "grant_scheduler_database")
         self.cloud.add("cmp1", 8, 8192, 100)
         spec = fakes.request_spec(fakes.flavor(1, 512, 1))
         driver = load_driver()
@@ -116,7 +112,7 @@ class TestSignatures(DriverTestCase, base.TestCase):
             self.assertIsInstance(selections[0], objects.Selection)
         grants = {g.instance_uuid: g for g in self.live_grants()}
         self.assertEqual(set(uuids), set(grants))
-        for instance_uuid, [selection] in zip(uuids, answer):
+        for instance_uuid, [selection] in zip(uuids, answer, strict=True):
             self.assertEqual(
                 grants[instance_uuid].host, selection.service_host
             )
@@ -238,7 +234,8 @@ class TestNovaFiltersAndWeighers(DriverTestCase, base.TestCase):
         self.cloud.add("b", 4, 8192, 100)
         spec = fakes.request_spec(fakes.flavor(2, 4096, 10), num_instances=4)
         answer = self.select(spec)
-        self.assertEqual(["a", "a", "b", "b"], sorted(a["host"] for a in answer))
+        hosts = sorted(a["host"] for a in answer)
+        self.assertEqual(["a", "a", "b", "b"], hosts)
 
 
 class TestPlacementRules(DriverTestCase, base.TestCase):

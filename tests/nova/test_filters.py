@@ -62,7 +62,5 @@ class TestGrantsFilter(nova_base.NovaTestCase, base.TestCase):
 
     def test_free_after_grants(self):
         [state] = [s for s in self.cloud.host_states() if s.host == "a"]
-        free = gs_filters.free_after_grants(
-            state, api.Resources(1, 1000, 10)
-        )
+        free = gs_filters.free_after_grants(state, api.Resources(1, 1000, 10))
         self.assertEqual(api.Resources(3, 7192, 90), free)
