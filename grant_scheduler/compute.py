@@ -54,7 +54,14 @@ class ClaimAgent:
         with self._lock(host, node):
             self.hooks.fire("claim_locked", instance_uuid=instance_uuid)
             outcome = self.store.claim(
-                instance_uuid, host, node, resources, self.settings.grant_ttl
+                instance_uuid,
+                host,
+                node,
+                resources,
+                self.settings.grant_ttl,
+                before_commit=lambda: self.hooks.fire(
+                    "claim_written", instance_uuid=instance_uuid
+                ),
             )
         LOG.debug(
             "Claimed %s on %s/%s by %s", instance_uuid, host, node, outcome.how

@@ -22,6 +22,8 @@ Points fired by the compute side:
 
 ``claim_locked``
     The local claim lock is held, the claim transaction not yet begun.
+``claim_written``
+    The grant's consumption and the usage are written, not yet committed.
 """
 
 

@@ -75,6 +75,11 @@ def _utcnow_sqlite(element, compiler, **kw):
 
 def _is_transient(exc):
     """Errors worth a fresh transaction besides deadlocks and disconnects."""
+    if isinstance(exc, exception.DatabaseUnavailable):
+        # Lost after this process had connected (a killed connection, a
+        # server restart, a Galera node leaving): worth retrying.  A
+        # database unreachable from the start fails at once instead.
+        return exc.transient
     if isinstance(exc, db_exc.DBConsistencyError):
         # MariaDB with innodb_snapshot_isolation: "Record has changed since
         # last read", the same conflict a deadlock reports.
@@ -163,6 +168,14 @@ class Database:
         self._facade = enginefacade.transaction_context()
         self._facade.configure(connection=connection, **engine_options)
         self._facade.append_on_engine_create(_on_engine_create)
+        self._facade.append_on_engine_create(self._watch_connects)
+        self.connected_once = False
+
+    def _watch_connects(self, engine):
+        def connected(dbapi_connection, record):
+            self.connected_once = True
+
+        sa.event.listen(engine, "connect", connected, once=True)
 
     @classmethod
     def from_conf(cls, conf):
@@ -181,9 +194,11 @@ class Database:
         try:
             yield
         except db_exc.DBConnectionError as exc:
-            raise exception.DatabaseUnavailable(
+            unavailable = exception.DatabaseUnavailable(
                 url=self.safe_url, reason=_reason(exc)
             )
+            unavailable.transient = self.connected_once
+            raise unavailable
         except db_exc.DBNonExistentDatabase as exc:
             raise exception.DatabaseUnavailable(
                 url=self.safe_url, reason="the database does not exist"
@@ -245,7 +260,7 @@ def transactional(mode):
     """Decorate a method of an object with a ``db`` attribute.
 
     The method receives a Core connection as its first argument after
-    ``self``; writers are retried in a fresh transaction (see ``retry``).
+    ``self``; it is retried in a fresh transaction (see ``retry``).
     """
 
     def decorator(fn):
@@ -255,6 +270,8 @@ def transactional(mode):
             with opener() as conn:
                 return fn(self, conn, *args, **kwargs)
 
-        return retry(wrapper) if mode == "writer" else wrapper
+        # NOTE: readers are retried too: after a lost connection a read is
+        # simply run again; a writer's retry is a fresh transaction.
+        return retry(wrapper)
 
     return decorator

@@ -365,10 +365,14 @@ class Store:
 
     # -- compute side ----------------------------------------------------
 
-    def claim(self, instance_uuid, host, node, resources, ttl):
+    def claim(
+        self, instance_uuid, host, node, resources, ttl, before_commit=None
+    ):
         """Count an instance in its host's usage, consuming its grant.
 
         Idempotent per (instance, host): a second claim returns the first.
+        ``before_commit()``, if given, runs once a grant's consumption is
+        written and not yet committed (an injection point for tests).
 
         :returns: a ``ClaimOutcome``.
         :raises UnknownHost: no row for ``host``/``node``.
@@ -376,7 +380,7 @@ class Store:
             (DESIGN H5).
         """
         outcome = self._claim_by_grant(
-            instance_uuid, host, node, resources, ttl
+            instance_uuid, host, node, resources, ttl, before_commit
         )
         if outcome is None:
             outcome = self._claim_by_recheck(
@@ -385,7 +389,9 @@ class Store:
         return outcome
 
     @db_api.transactional("writer")
-    def _claim_by_grant(self, conn, instance_uuid, host, node, resources, ttl):
+    def _claim_by_grant(
+        self, conn, instance_uuid, host, node, resources, ttl, before_commit
+    ):
         """The common case: consume a live grant.  None when there is none.
 
         No host lock is needed: the grant already holds the capacity, and
@@ -414,6 +420,8 @@ class Store:
             .values(**_advance_mark(grant), **_add_usage(amount))
         )
         _insert_claim(conn, instance_uuid, row.id, amount, grant.ticket)
+        if before_commit is not None:
+            before_commit()
         return ClaimOutcome(amount, grant.ticket, "grant")
 
     @db_api.transactional("writer")
