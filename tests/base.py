@@ -107,7 +107,11 @@ class DatabaseFixture(fixtures.Fixture):
     def _create_server_database(self):
         admin_url = sa.engine.make_url(ADMIN_URLS[self.backend])
         name = "gs_test_%s" % uuid.uuid4().hex[:12]
-        admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+        # NOTE: pre-ping, so the drop at cleanup survives a server restart
+        # during the test (the fault-injection suite restarts MariaDB).
+        admin = sa.create_engine(
+            admin_url, isolation_level="AUTOCOMMIT", pool_pre_ping=True
+        )
         self.addCleanup(admin.dispose)
         try:
             with admin.connect() as conn:

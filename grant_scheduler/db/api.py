@@ -172,6 +172,12 @@ class Database:
         self.connected_once = False
 
     def _watch_connects(self, engine):
+        # NOTE: oslo.db has already tested a connection when it hands over a
+        # server engine; SQLite's first connection comes later.
+        if engine.dialect.name != "sqlite":
+            self.connected_once = True
+            return
+
         def connected(dbapi_connection, record):
             self.connected_once = True
 

@@ -1,0 +1,21 @@
+"""Print what the fault-injection suite did, after its results."""
+
+from tests.faults import harness
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not harness.RECORDS:
+        return
+    write = terminalreporter.write_line
+    terminalreporter.section("faults injected and invariants checked")
+    for record in harness.RECORDS:
+        faults = ", ".join(
+            "%s: %d" % item for item in sorted(record["faults"].items())
+        )
+        write(
+            "%(scenario)-34s %(seconds)5.1fs  placed %(placed)4d  "
+            "I1 checkpoints %(checkpoints)5d (%(unchecked)d while the "
+            "database was away)  I4 after TTL+reap: held  db errors "
+            "%(db_errors)d  reaped %(reaped)d  rejected %(rejected)d" % record
+        )
+        write("    faults: %s" % (faults or "none"))
