@@ -17,7 +17,10 @@ the benchmark and the operator's tools alike::
     gs.check()                              # [] when I1 and I4 hold
 
 Nothing connects to the database until the first call, so the object may be
-built before a service forks its workers (DESIGN H9).
+built before a service forks its workers (DESIGN H9).  The first call checks
+the schema revision and raises ``SchemaNotMigrated`` (or
+``SchemaNewerThanCode``) with the command to run, rather than failing later
+on a missing table.
 """
 
 from grant_scheduler import checker
@@ -82,6 +85,7 @@ class GrantScheduler:
             unsafe baselines here); default ``Store(database)``.
         """
         self.database = database
+        database.require_current_schema()
         self.settings = settings or Settings()
         self.store = store or gs_store.Store(database)
         self.maintenance = maintenance.Maintenance(database)

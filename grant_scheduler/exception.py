@@ -20,7 +20,8 @@ def mask_url(url):
     try:
         return sa_url.make_url(text).render_as_string(hide_password=True)
     except Exception:  # noqa: BLE001 - any parse failure: fall back to regex
-        return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", text)
+        # NOTE: "user:password@" wherever it is, scheme or no scheme.
+        return re.sub(r"([^:/@\s]+:)[^@/\s]*@", r"\1***@", text)
 
 
 class GrantSchedulerError(Exception):

@@ -33,11 +33,8 @@ what another node committed.
 # lazily on the first request, so retrying the first connection for minutes
 # only hides a wrong URL; request-level retries (wrap_db_retry) cover a
 # database that goes away later.
-_DEFAULT_OVERRIDES = {
-    "connection": DEFAULT_CONNECTION,
-    "max_retries": 3,
-    "retry_interval": 1,
-}
+CONNECT_RETRIES = {"max_retries": 3, "retry_interval": 1}
+_DEFAULT_OVERRIDES = {"connection": DEFAULT_CONNECTION, **CONNECT_RETRIES}
 
 
 # NOTE: options with no meaning for a synchronous, single-backend plugin.

@@ -25,6 +25,7 @@ from oslo_log import log as logging
 from sqlalchemy.ext import compiler as sa_compiler
 
 from grant_scheduler import exception
+from grant_scheduler.conf import database as db_conf
 
 LOG = logging.getLogger(__name__)
 
@@ -166,10 +167,30 @@ class Database:
             )
         self.safe_url = self.url.render_as_string(hide_password=True)
         self._facade = enginefacade.transaction_context()
-        self._facade.configure(connection=connection, **engine_options)
+        self._facade.configure(
+            connection=connection,
+            **{**db_conf.CONNECT_RETRIES, **engine_options},
+        )
         self._facade.append_on_engine_create(_on_engine_create)
         self._facade.append_on_engine_create(self._watch_connects)
         self.connected_once = False
+        self._schema_unchecked = False
+
+    def require_current_schema(self):
+        """Check the schema revision before the first transaction.
+
+        The first ``reader()`` or ``writer()`` then raises
+        ``SchemaNotMigrated`` or ``SchemaNewerThanCode`` instead of failing
+        later on a missing table or column.
+        """
+        self._schema_unchecked = True
+
+    def _check_schema_once(self):
+        if self._schema_unchecked:
+            from grant_scheduler.db import migration  # noqa: PLC0415 - cycle
+
+            migration.check_schema(self)
+            self._schema_unchecked = False
 
     def _watch_connects(self, engine):
         # NOTE: oslo.db has already tested a connection when it hands over a
@@ -195,16 +216,26 @@ class Database:
     def dialect_name(self):
         return self.url.get_backend_name()
 
+    def _unavailable(self, exc):
+        unavailable = exception.DatabaseUnavailable(
+            url=self.safe_url, reason=_reason(exc)
+        )
+        unavailable.transient = self.connected_once
+        return unavailable
+
     @contextlib.contextmanager
     def _translate_errors(self):
         try:
             yield
         except db_exc.DBConnectionError as exc:
-            unavailable = exception.DatabaseUnavailable(
-                url=self.safe_url, reason=_reason(exc)
-            )
-            unavailable.transient = self.connected_once
-            raise unavailable
+            raise self._unavailable(exc) from exc
+        except sa.exc.OperationalError as exc:
+            # NOTE: a failure to open a connection (no statement running)
+            # whose wording oslo.db's filters do not know, such as libpq's
+            # 'connection to server at ... failed: Connection refused'.
+            if exc.statement is not None:
+                raise
+            raise self._unavailable(exc) from exc
         except db_exc.DBNonExistentDatabase as exc:
             raise exception.DatabaseUnavailable(
                 url=self.safe_url, reason="the database does not exist"
@@ -225,6 +256,7 @@ class Database:
     @contextlib.contextmanager
     def writer(self):
         """One read-write transaction on the primary database."""
+        self._check_schema_once()
         token = _SQLITE_WRITER.set(True)
         try:
             with self._translate_errors():
@@ -240,6 +272,7 @@ class Database:
         It is always a new transaction, so under REPEATABLE READ its snapshot
         starts after whatever the caller committed before (DESIGN H2).
         """
+        self._check_schema_once()
         with self._translate_errors():
             with self._facade.reader.connection.using(_Context()) as conn:
                 yield conn

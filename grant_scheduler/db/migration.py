@@ -45,7 +45,7 @@ def known_revisions():
 
 def current_revision(database):
     """The revision the database is at, or None when never migrated."""
-    with database.reader() as conn:
+    with database.connect() as conn:
         context = alembic_migration.MigrationContext.configure(conn)
         return context.get_current_revision()
 

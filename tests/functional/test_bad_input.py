@@ -1,0 +1,274 @@
+"""Bad input is refused with an error naming it, and writes nothing.
+
+Each case checks the exception type a caller catches, that its message
+names the offending value, and that the hosts, grants and claims tables
+are exactly as they were before the call.
+"""
+
+import sqlalchemy as sa
+
+from grant_scheduler import api
+from grant_scheduler import exception
+from grant_scheduler import injection
+from grant_scheduler.db import api as db_api
+from grant_scheduler.db import migration
+from grant_scheduler.db import models
+from grant_scheduler.resources import MAX_AMOUNT
+from tests import base
+from tests import proxy
+
+CAPACITY = api.Capacity(api.Resources(8, 16384, 200))
+NOT_INTEGERS = [1.5, "2", None, True, [1]]
+OUT_OF_RANGE = [-1, MAX_AMOUNT + 1, 10**30]
+
+
+def snapshot(database):
+    """Every row of the three tables, to compare before and after.
+
+    A host's ``ticket`` counter is left out: it orders grants, and a grant
+    that was written and then withdrawn leaves it moved on, by design.
+    """
+    host_columns = [c for c in models.hosts.c if c.name != "ticket"]
+    with database.connect() as conn:
+        return {
+            table.name: sorted(
+                tuple(row) for row in conn.execute(sa.select(*columns))
+            )
+            for table, columns in (
+                (models.hosts, host_columns),
+                (models.grants, list(models.grants.c)),
+                (models.claims, list(models.claims.c)),
+            )
+        }
+
+
+class BadInputTestCase(base.DatabaseTestCase):
+    def setUp(self):
+        super().setUp()
+        self.gs = api.GrantScheduler(self.db)
+        self.gs.report_host("cmp1", "cmp1", CAPACITY)
+        self.gs.schedule(1, 1024, 10)
+
+    def assertRefused(self, error, call, *fragments):
+        before = snapshot(self.db)
+        with self.assertRaises(error) as caught:
+            call()
+        for fragment in fragments:
+            self.assertIn(fragment, str(caught.exception))
+        self.assertEqual(before, snapshot(self.db), "something was written")
+        return caught.exception
+
+
+class TestAmounts(BadInputTestCase, base.TestCase):
+    def test_schedule_amounts(self):
+        for position, name in enumerate(("vcpus", "memory_mb", "disk_gb")):
+            bad = NOT_INTEGERS + OUT_OF_RANGE
+            if name != "disk_gb":
+                bad = bad + [0]
+            for value in bad:
+                amounts = [1, 1024, 10]
+                amounts[position] = value
+                with self.subTest(name=name, value=value):
+                    self.assertRefused(
+                        exception.InvalidResources,
+                        lambda a=amounts: self.gs.schedule(*a),
+                        "Invalid %s %r" % (name, value),
+                    )
+
+    def test_claim_amounts(self):
+        for value in [0] + NOT_INTEGERS + OUT_OF_RANGE:
+            with self.subTest(value=value):
+                self.assertRefused(
+                    exception.InvalidResources,
+                    lambda v=value: self.gs.claim(
+                        "uuid-1", "cmp1", "cmp1", api.Resources(v, 1024, 10)
+                    ),
+                    "Invalid vcpus %r" % (value,),
+                )
+
+    def test_report_amounts_and_ratios(self):
+        for value in NOT_INTEGERS + OUT_OF_RANGE:
+            with self.subTest(value=value):
+                capacity = api.Capacity(api.Resources(8, value, 200))
+                self.assertRefused(
+                    exception.InvalidResources,
+                    lambda c=capacity: self.gs.report_host("cmp2", "n", c),
+                    "Invalid memory_mb %r" % (value,),
+                )
+        for ratio in (0, -1.0, "2", None, 1000):
+            with self.subTest(ratio=ratio):
+                capacity = api.Capacity(
+                    api.Resources(8, 1024, 200), ram_allocation_ratio=ratio
+                )
+                self.assertRefused(
+                    exception.InvalidResources,
+                    lambda c=capacity: self.gs.report_host("cmp2", "n", c),
+                    "ram_allocation_ratio",
+                )
+
+    def test_instance_counts_and_uuids(self):
+        cases = [
+            ({"num_instances": 0}, "at least 1"),
+            ({"num_instances": -2}, "at least 1"),
+            ({"num_instances": 1.5}, "not an integer"),
+            ({"num_instances": True}, "not an integer"),
+            ({"instance_uuids": []}, "no instance uuids"),
+            ({"instance_uuids": ["a", "a"]}, "repeat"),
+            ({"num_instances": 3, "instance_uuids": ["a"]}, "num_instances"),
+        ]
+        for kwargs, fragment in cases:
+            with self.subTest(**kwargs):
+                self.assertRefused(
+                    exception.InvalidRequest,
+                    lambda k=kwargs: self.gs.schedule(1, 1024, 10, **k),
+                    fragment,
+                )
+
+
+class TestRequests(BadInputTestCase, base.TestCase):
+    def test_larger_than_any_host(self):
+        self.assertRefused(
+            exception.NoValidHost,
+            lambda: self.gs.schedule(9, 1024, 10),
+            "no host has room",
+        )
+
+    def test_multi_instance_that_does_not_all_fit(self):
+        self.assertRefused(
+            exception.NoValidHost,
+            lambda: self.gs.schedule(4, 4096, 10, num_instances=2),
+        )
+
+    def test_claim_on_unknown_host_or_node(self):
+        for host, node in (("nowhere", "cmp1"), ("cmp1", "nowhere")):
+            with self.subTest(host=host, node=node):
+                self.assertRefused(
+                    exception.UnknownHost,
+                    lambda h=host, n=node: self.gs.claim(
+                        "uuid-1", h, n, api.Resources(1, 1024, 10)
+                    ),
+                    "Host %s node %s" % (host, node),
+                )
+
+    def test_claim_without_uuid(self):
+        self.assertRefused(
+            exception.InvalidRequest,
+            lambda: self.gs.claim("", "cmp1", "cmp1"),
+            "instance uuid",
+        )
+
+    def test_duplicate_claim_and_release(self):
+        [selection] = self.gs.schedule(1, 1024, 10, instance_uuids=["i-1"])
+        first = self.gs.claim("i-1", "cmp1", "cmp1", selection.resources)
+        after_first = snapshot(self.db)
+        again = self.gs.claim("i-1", "cmp1", "cmp1", selection.resources)
+        self.assertEqual("existing", again.how)
+        self.assertEqual(first.grant_ticket, again.grant_ticket)
+        self.assertEqual(after_first, snapshot(self.db))
+        self.assertTrue(self.gs.release("i-1", "cmp1", "cmp1"))
+        after_release = snapshot(self.db)
+        self.assertFalse(self.gs.release("i-1", "cmp1", "cmp1"))
+        self.assertEqual(after_release, snapshot(self.db))
+        self.assertEqual([], self.gs.check())
+
+
+class TestUrls(base.TestCase):
+    def test_missing(self):
+        for url in (None, ""):
+            with self.assertRaises(exception.DatabaseConfigError) as caught:
+                api.GrantScheduler.from_url(url)
+            self.assertIn("no database URL", str(caught.exception))
+
+    def test_malformed_keeps_the_password_out(self):
+        with self.assertRaises(exception.DatabaseConfigError) as caught:
+            api.GrantScheduler.from_url("u:hunter2@db.example.org/gs")
+        self.assertNotIn("hunter2", str(caught.exception))
+        self.assertIn("not usable", str(caught.exception))
+
+    def test_unknown_driver(self):
+        gs = api.GrantScheduler.from_url("nosuchdb://u:hunter2@h/db")
+        with self.assertRaises(exception.DatabaseConfigError) as caught:
+            gs.hosts()
+        self.assertNotIn("hunter2", str(caught.exception))
+
+    def test_unreachable_at_start(self):
+        gs = api.GrantScheduler.from_url(
+            "mysql+pymysql://u:hunter2@127.0.0.1:9/gs",
+            settings=api.Settings(),
+        )
+        with self.assertRaises(exception.DatabaseUnavailable) as caught:
+            gs.schedule(1, 1024, 10)
+        self.assertFalse(caught.exception.transient)
+        self.assertIn("127.0.0.1:9", str(caught.exception))
+        self.assertNotIn("hunter2", str(caught.exception))
+
+
+class TestSchema(base.TestCase):
+    def test_not_migrated(self):
+        fixture = self.useFixture(
+            base.DatabaseFixture("sqlite", migrate=False)
+        )
+        gs = api.GrantScheduler(fixture.database)
+        with self.assertRaises(exception.SchemaNotMigrated) as caught:
+            gs.schedule(1, 1024, 10)
+        self.assertIn("db sync", str(caught.exception))
+        with fixture.database.connect() as conn:
+            self.assertEqual([], sa.inspect(conn).get_table_names())
+
+    def test_newer_than_code(self):
+        fixture = self.useFixture(base.DatabaseFixture("sqlite"))
+        with fixture.database.connect() as conn:
+            conn.exec_driver_sql(
+                "UPDATE alembic_version SET version_num = 'f00dfeed0099'"
+            )
+            conn.commit()
+        gs = api.GrantScheduler(db_api.Database(fixture.url))
+        with self.assertRaises(exception.SchemaNewerThanCode) as caught:
+            gs.report_host("cmp1", "cmp1", CAPACITY)
+        self.assertIn("f00dfeed0099", str(caught.exception))
+        with fixture.database.connect() as conn:
+            self.assertEqual(
+                0,
+                conn.execute(
+                    sa.select(sa.func.count()).select_from(models.hosts)
+                ).scalar(),
+            )
+
+
+@base.with_scenarios(base.SERVERS)
+class DatabaseGoesAway(base.DatabaseTestCase):
+    """The server vanishes inside a grant's transaction."""
+
+    def test_mid_request(self):
+        url = sa.engine.make_url(self.db_fixture.url)
+        cut = proxy.TcpProxy(
+            url.host, url.port or _DEFAULT_PORTS[self.backend]
+        )
+        cut.start()
+        self.addCleanup(cut.stop)
+        through_proxy = url.set(host="127.0.0.1", port=cut.port)
+        hooks = injection.Hooks()
+        gs = api.GrantScheduler(
+            db_api.Database(through_proxy.render_as_string(False)),
+            hooks=hooks,
+        )
+        gs.report_host("cmp1", "cmp1", CAPACITY)
+        before = snapshot(self.db)
+        hooks.on("grant_inserted", lambda **info: cut.stop())
+        with self.assertRaises(exception.DatabaseUnavailable) as caught:
+            gs.schedule(1, 1024, 10)
+        self.assertTrue(caught.exception.transient)
+        self.assertIn("127.0.0.1:%d" % cut.port, str(caught.exception))
+        # The insert's transaction never committed: nothing partial.
+        self.assertEqual(before, snapshot(self.db))
+        # The server is back: the same object goes on, no restart needed.
+        hooks._callbacks.clear()
+        cut.start()
+        [selection] = gs.schedule(1, 1024, 10)
+        self.assertEqual("cmp1", selection.host)
+        self.assertEqual(
+            migration.head_revision(), migration.current_revision(gs.database)
+        )
+
+
+_DEFAULT_PORTS = {"mysql": 3306, "postgresql": 5432}
