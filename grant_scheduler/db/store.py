@@ -471,10 +471,14 @@ class Store:
                 reason="it has no live grant and %s does not fit (short in %s)"
                 % (resources, ", ".join(short)),
             )
+        mark = {}
         if grant is not None:
             _consume(conn, grant)
+            mark = _advance_mark(grant)
         conn.execute(
-            H.update().where(H.c.id == host_id).values(**_add_usage(resources))
+            H.update()
+            .where(H.c.id == host_id)
+            .values(**mark, **_add_usage(resources))
         )
         ticket = grant.ticket if grant is not None else None
         _insert_claim(conn, instance_uuid, host_id, resources, ticket)
@@ -620,13 +624,20 @@ def _consume(conn, grant):
 
 
 def _advance_mark(grant):
-    """Move the host's last-grant mark forward to ``grant``, never back."""
-    behind = H.c.last_grant_ticket < grant.ticket
+    """Move the host's last-grant mark forward to ``grant``, never back.
+
+    NOTE: MySQL evaluates SET assignments left to right, so the second one
+    may see ``last_grant_ticket`` already moved to ``grant.ticket``;
+    PostgreSQL and SQLite see the old value.  ``<=`` gives the same result
+    either way (at equality the mark is this very grant).
+    """
     return {
         "last_grant_ticket": sa.case(
-            (behind, grant.ticket), else_=H.c.last_grant_ticket
+            (H.c.last_grant_ticket < grant.ticket, grant.ticket),
+            else_=H.c.last_grant_ticket,
         ),
         "last_grant_at": sa.case(
-            (behind, grant.created_at), else_=H.c.last_grant_at
+            (H.c.last_grant_ticket <= grant.ticket, grant.created_at),
+            else_=H.c.last_grant_at,
         ),
     }

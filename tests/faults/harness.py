@@ -32,15 +32,20 @@ class FillRun:
         computes=2,
         scheduler_kills=None,
         compute_kills=None,
+        urls=None,
+        checker=None,
     ):
         """
         :param scheduler_kills: ``{index: (injection point, request n)}``.
         :param compute_kills: ``{index: claim n}`` (killed inside it).
+        :param urls: where process N connects: ``urls[N % len(urls)]``, a
+            URL or ``(URL, engine options)``; the test database by default.
+        :param checker: the ``Database`` the checker reads.
         """
         self.test = testcase
-        self.url = testcase.db_fixture.url
+        self.urls = urls or [testcase.db_fixture.url]
         self.gs = api.GrantScheduler(
-            testcase.db, settings=api.Settings(**SETTINGS)
+            checker or testcase.db, settings=api.Settings(**SETTINGS)
         )
         self.scheduler_count = schedulers
         self.compute_count = computes
@@ -71,7 +76,7 @@ class FillRun:
             target=workers.compute_process,
             args=(
                 name,
-                self.url,
+                self.urls[index % len(self.urls)],
                 SETTINGS,
                 self.queues[index],
                 self.events,
@@ -105,7 +110,7 @@ class FillRun:
                 target=workers.scheduler_process,
                 args=(
                     name,
-                    self.url,
+                    self.urls[n % len(self.urls)],
                     SETTINGS,
                     FLAVOURS,
                     n,

@@ -21,12 +21,15 @@ STOP = None
 
 
 def _gs(url, settings, hooks=None):
+    """``url`` is a URL, or ``(url, engine options)``."""
     from grant_scheduler import api
     from grant_scheduler import injection
+    from grant_scheduler.db import api as db_api
 
     logging.disable(logging.CRITICAL)
-    return api.GrantScheduler.from_url(
-        url,
+    url, options = url if isinstance(url, tuple) else (url, {})
+    return api.GrantScheduler(
+        db_api.Database(url, **options),
         settings=api.Settings(**settings),
         hooks=hooks or injection.Hooks(),
     )

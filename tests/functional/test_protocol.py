@@ -1,6 +1,7 @@
 """The protocol's API on every backend: claims, releases, reaper, checker."""
 
 import threading
+import time
 import uuid
 
 import sqlalchemy as sa
@@ -81,6 +82,34 @@ class Protocol(base.DatabaseTestCase):
         self.assertEqual(1, self.count(models.claims))
         [report] = self.gs.hosts()
         self.assertEqual(SLOT, report.state.used)
+
+    def test_expired_grant_claimed_by_recheck_is_reaped(self):
+        gs = api.GrantScheduler(self.db, settings=api.Settings(grant_ttl=1))
+        self.add_host()
+        [selection] = self.schedule()
+        time.sleep(1.2)
+        outcome = gs.claim(
+            selection.instance_uuid, "host0", "host0-node", SLOT
+        )
+        self.assertEqual("recheck", outcome.how)
+        [report] = gs.hosts()
+        self.assertEqual(selection.ticket, report.last_grant_ticket)
+        gs.reap()
+        self.assertEqual([], gs.check(quiescent=True))
+
+    def test_mark_moves_forward_out_of_order(self):
+        self.add_host()
+        first, second = (self.schedule()[0] for _ in range(2))
+        grants = {g.ticket: g for g in self.gs.grants()}
+        for selection in (second, first):  # builds arrive out of order
+            self.gs.claim(selection.instance_uuid, "host0", "host0-node", SLOT)
+            [report] = self.gs.hosts()
+            self.assertEqual(second.ticket, report.last_grant_ticket)
+            self.assertEqual(
+                grants[second.ticket].created_at, report.last_grant_at
+            )
+        self.gs.reap()
+        self.assertEqual([], self.gs.check(quiescent=True))
 
     def test_recheck_counts_other_live_grants(self):
         self.add_host(capacity=SLOT)
