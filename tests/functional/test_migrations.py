@@ -7,6 +7,7 @@ import sys
 import sqlalchemy as sa
 from oslo_db.sqlalchemy import test_migrations
 
+from grant_scheduler import api
 from grant_scheduler import exception
 from grant_scheduler.db import api as db_api
 from grant_scheduler.db import migration
@@ -167,3 +168,106 @@ class ModelsMigrationsSync(
 
     def include_object(self, object_, name, type_, reflected, compare_to):
         return not (type_ == "table" and name == "alembic_version")
+
+
+@base.with_scenarios(base.ALL_BACKENDS)
+class UpgradeWithData(base.DatabaseTestCase):
+    """Each revision is applied to a database holding data of the one
+    before it, and the code at head works on what the upgrades kept.
+
+    Every revision has a ``_seed_<revision>`` that writes rows as that
+    revision's schema holds them (a new revision without one fails here).
+    """
+
+    migrate = False
+
+    def test_upgrade_keeps_data(self):
+        seeded = []
+        for revision in _revisions_oldest_first():
+            migration.upgrade(self.db, revision)
+            for earlier in seeded:
+                getattr(self, "_verify_%s" % earlier)()
+            getattr(self, "_seed_%s" % revision)()
+            seeded.append(revision)
+        # A repeated sync on a database full of data changes nothing.
+        migration.upgrade(self.db)
+        for earlier in seeded:
+            getattr(self, "_verify_%s" % earlier)()
+        gs = api.GrantScheduler(self.db)
+        self.assertEqual([], gs.check())
+        [selection] = gs.schedule(1, 1024, 10)
+        self.assertEqual("seeded", selection.host)
+        gs.claim("seeded-won", "seeded", "seeded-node")
+        self.assertEqual([], gs.check())
+
+    def _seed_0001_initial_schema(self):
+        now = sa.func.current_timestamp()
+        with self.db.connect() as conn:
+            host_id = conn.execute(
+                models.hosts.insert().values(
+                    host="seeded",
+                    node="seeded-node",
+                    vcpus=16,
+                    memory_mb=32768,
+                    disk_gb=500,
+                    vcpus_used=2,
+                    memory_mb_used=4096,
+                    disk_gb_used=40,
+                    ticket=2,
+                    last_grant_ticket=1,
+                    created_at=now,
+                )
+            ).inserted_primary_key[0]
+            for ticket, state, uuid in (
+                (1, "consumed", "seeded-claimed"),
+                (2, "won", "seeded-won"),
+            ):
+                conn.execute(
+                    models.grants.insert().values(
+                        host_id=host_id,
+                        ticket=ticket,
+                        instance_uuid=uuid,
+                        scheduler="seed",
+                        vcpus=2,
+                        memory_mb=4096,
+                        disk_gb=40,
+                        state=state,
+                        created_at=now,
+                    )
+                )
+            conn.execute(
+                models.claims.insert().values(
+                    instance_uuid="seeded-claimed",
+                    host_id=host_id,
+                    vcpus=2,
+                    memory_mb=4096,
+                    disk_gb=40,
+                    grant_ticket=1,
+                    created_at=now,
+                )
+            )
+            conn.commit()
+
+    def _verify_0001_initial_schema(self):
+        with self.db.connect() as conn:
+            host = conn.execute(
+                sa.select(models.hosts).where(models.hosts.c.host == "seeded")
+            ).one()
+            self.assertEqual(
+                (16, 2, 2), (host.vcpus, host.vcpus_used, host.ticket)
+            )
+            grants = conn.execute(
+                sa.select(models.grants.c.instance_uuid, models.grants.c.state)
+                .where(models.grants.c.scheduler == "seed")
+                .order_by(models.grants.c.ticket)
+            ).all()
+            self.assertEqual(
+                [("seeded-claimed", "consumed"), ("seeded-won", "won")],
+                [tuple(g) for g in grants],
+            )
+            self.assertEqual(
+                "seeded-claimed",
+                conn.execute(
+                    sa.select(models.claims.c.instance_uuid)
+                ).scalar_one(),
+            )

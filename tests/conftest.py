@@ -1,4 +1,4 @@
-"""Print what the fault-injection suite did, after its results."""
+"""Print what the fault-injection and Galera suites did, after results."""
 
 from tests.faults import harness
 
