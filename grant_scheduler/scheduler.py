@@ -1,10 +1,11 @@
 """The scheduler side of the grants protocol.
 
-Per request (DESIGN section 2): build the baseline view from every host row
-minus live grants; per instance, pick randomly among the best fits, write a
-grant, verify it in a fresh transaction after its commit, and fall over to
-the next host when it lost, folding what the verification read revealed
-into the view.  A multi-instance request is all-or-nothing (H11).
+Per request (DESIGN section 2): take the baseline view of every host minus
+live grants (from this process's ``view.ViewCache``, which reads only the
+host rows that changed); per instance, pick randomly among the best fits,
+write a grant, verify it in a fresh transaction after its commit, and fall
+over to the next host when it lost, folding what the verification read
+revealed into the view.  A multi-instance request is all-or-nothing (H11).
 """
 
 import dataclasses
@@ -19,6 +20,7 @@ from grant_scheduler import decision
 from grant_scheduler import exception
 from grant_scheduler import injection
 from grant_scheduler import resources as gs_resources
+from grant_scheduler import view as gs_view
 
 LOG = logging.getLogger(__name__)
 
@@ -91,13 +93,6 @@ class Request:
 
 
 @dataclasses.dataclass(frozen=True)
-class Destination:
-    host: str
-    node: str
-    node_uuid: str = None
-
-
-@dataclasses.dataclass(frozen=True)
 class Selection:
     """Where one instance goes, and the grant that holds its place."""
 
@@ -138,20 +133,25 @@ class Scheduler:
         self.rng = rng or random.Random()
         self.hooks = hooks or injection.NO_HOOKS
         self.counters = Counters()
+        self.view_cache = gs_view.ViewCache(
+            store,
+            resync_interval=settings.view_resync_interval,
+            overlap=settings.view_overlap,
+        )
 
     def schedule(self, request, view=None):
         """Place every instance of ``request`` or none of them.
 
-        :param view: a ``View`` to rank hosts with; by default one over
-            every host row (Nova's adapter passes a view that runs Nova's
-            filters and weighers).
+        :param view: a ``view.View`` to rank hosts with; by default one
+            from this scheduler's cache (Nova's adapter passes a view that
+            runs Nova's filters and weighers).
         :returns: one ``Selection`` per instance, in order.
         :raises NoValidHost: some instance could not be placed; every grant
             the request wrote has been withdrawn.
         """
         self.counters.requests += 1
         if view is None:
-            view = View(self.store.load_view())
+            view = self.view_cache.view()
         self.hooks.fire("view_loaded", request=request)
         selections = []
         try:
@@ -261,59 +261,3 @@ class Scheduler:
             resources=request.resources,
             reason="no host has room for it",
         )
-
-
-class View:
-    """A scheduler's view of the hosts during one request.
-
-    Built-in filters (capacity, ignore and force lists) and weigher
-    (``decision.weight``).  A subclass may rank differently; the protocol
-    only needs the methods below.
-    """
-
-    def __init__(self, states):
-        self.reload(states)
-
-    def reload(self, states):
-        # NOTE: grants this request already won stay counted: they are in
-        # the database's live grants, so a reload keeps them.
-        self._states = {state.host_id: state for state in states}
-
-    def ranked(self, request, subset_size):
-        count = subset_size + request.num_alternates
-        return decision.best_fits(
-            self._states.values(), request.resources, request.placement, count
-        )
-
-    def consume(self, state, amount):
-        """Count a grant this request has just won on ``state``."""
-        state.granted = state.granted + amount
-
-    def alternates(self, request, chosen):
-        if not request.num_alternates:
-            return ()
-        ranked = decision.best_fits(
-            (s for s in self._states.values() if s.host_id != chosen.host_id),
-            request.resources,
-            request.placement,
-            request.num_alternates,
-        )
-        return tuple(Destination(s.host, s.node, s.node_uuid) for s in ranked)
-
-    def blocked_by_undecided(self, request):
-        return [
-            state.host_id
-            for state in self._states.values()
-            if request.placement.allows(state)
-            and state.pending != gs_resources.Resources()
-            and state.fits_if_undecided_lose(request.resources)
-        ]
-
-    def forget(self, host_id):
-        self._states.pop(host_id, None)
-
-    def replace(self, host_id, fresh):
-        if fresh is None:
-            self.forget(host_id)
-        else:
-            self._states[host_id] = fresh

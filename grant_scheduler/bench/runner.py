@@ -181,7 +181,9 @@ def reset(database, workload):
     gs = api.GrantScheduler(database)
     with database.writer() as conn:
         conn.execute(
-            models.hosts.insert().values(created_at=db_api.utcnow()),
+            models.hosts.insert().values(
+                created_at=db_api.utcnow(), updated_at=db_api.utcnow()
+            ),
             [
                 dict(
                     host=name,

@@ -49,6 +49,29 @@ fall-over costs a grant write and a verification read.
         min=1,
         help="Seconds between two runs of the periodic grant reaper.",
     ),
+    cfg.FloatOpt(
+        "view_resync_interval",
+        default=60.0,
+        min=0.0,
+        help="""
+Seconds between two full reads of every host row by a scheduler.  In
+between, each request reads only the rows changed since the previous one
+(and the live grants), so a decision does not cost a read of every host.
+0 reads every row on every request.
+""",
+    ),
+    cfg.FloatOpt(
+        "view_overlap",
+        default=2.0,
+        min=0.0,
+        help="""
+Seconds of changes read again on each refresh, for writes stamped before
+the previous read but committed after it (longer than a host-row write
+transaction; raise it if database clocks disagree, as on Galera).  A change
+missed here only makes the view stale until the next full read: grants are
+still decided by their verification.
+""",
+    ),
     cfg.IntOpt(
         "reap_batch_size",
         default=500,

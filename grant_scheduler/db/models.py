@@ -49,6 +49,7 @@ class Host(Base):
     __tablename__ = "gs_hosts"
     __table_args__ = (
         sa.UniqueConstraint("host", "node", name="uniq_gs_hosts0host0node"),
+        sa.Index("ix_gs_hosts_updated_at", "updated_at"),
         TABLE_ARGS,
     )
 

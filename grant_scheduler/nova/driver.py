@@ -21,6 +21,7 @@ from oslo_service import periodic_task
 from grant_scheduler import exception
 from grant_scheduler import resources as gs_resources
 from grant_scheduler import scheduler
+from grant_scheduler import view as gs_view
 from grant_scheduler.nova import compat
 from grant_scheduler.nova import service
 from grant_scheduler.nova import view as nova_view
@@ -170,7 +171,7 @@ class GrantSchedulerDriver:
         gs = self.grant_scheduler
         states = gs.store.load_view()
         if not compat.have_nova():
-            return scheduler.View(states)
+            return gs_view.View(states)
         host_states = list(self.host_manager.get_all_host_states(context))
         if self._register_new_hosts(gs, states, host_states):
             states = gs.store.load_view()

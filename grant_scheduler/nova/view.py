@@ -12,7 +12,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from grant_scheduler import exception
-from grant_scheduler import scheduler
+from grant_scheduler import view as gs_view
 from grant_scheduler.nova import compat
 from grant_scheduler.resources import NOTHING
 
@@ -96,7 +96,7 @@ class Pipeline:
         return [w.obj for w in weighed]
 
 
-class NovaView(scheduler.View):
+class NovaView(gs_view.View):
     """The scheduler's view over Nova's HostStates for one request.
 
     Only hosts that both Nova and grant_scheduler know are candidates.
@@ -181,6 +181,6 @@ class NovaView(scheduler.View):
             return ()
         ranked = self._rank(request, exclude=chosen.host_id)
         return tuple(
-            scheduler.Destination(s.host, s.node, s.node_uuid)
+            gs_view.Destination(s.host, s.node, s.node_uuid)
             for s in ranked[: request.num_alternates]
         )

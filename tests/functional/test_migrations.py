@@ -148,6 +148,14 @@ class MigrationWalk(base.DatabaseTestCase):
         )
         self.assertEqual(0, result.returncode, result.stderr)
 
+    def _check_0002_hosts_updated_at_index(self):
+        with self.db.connect() as conn:
+            indexes = {
+                i["name"]: i["column_names"]
+                for i in sa.inspect(conn).get_indexes("gs_hosts")
+            }
+        self.assertEqual(["updated_at"], indexes["ix_gs_hosts_updated_at"])
+
 
 @base.with_scenarios(base.ALL_BACKENDS)
 class ModelsMigrationsSync(
@@ -248,6 +256,32 @@ class UpgradeWithData(base.DatabaseTestCase):
             )
             conn.commit()
 
+    def _seed_0002_hosts_updated_at_index(self):
+        with self.db.connect() as conn:
+            conn.execute(
+                models.hosts.insert().values(
+                    host="seeded2",
+                    node="seeded2-node",
+                    vcpus=1,
+                    memory_mb=1,
+                    disk_gb=0,
+                    created_at=sa.func.current_timestamp(),
+                    updated_at=sa.func.current_timestamp(),
+                )
+            )
+            conn.commit()
+
+    def _verify_0002_hosts_updated_at_index(self):
+        with self.db.connect() as conn:
+            self.assertEqual(
+                1,
+                conn.execute(
+                    sa.select(sa.func.count()).where(
+                        models.hosts.c.host == "seeded2"
+                    )
+                ).scalar(),
+            )
+
     def _verify_0001_initial_schema(self):
         with self.db.connect() as conn:
             host = conn.execute(
@@ -256,6 +290,10 @@ class UpgradeWithData(base.DatabaseTestCase):
             self.assertEqual(
                 (16, 2, 2), (host.vcpus, host.vcpus_used, host.ticket)
             )
+            revision = migration.current_revision(self.db)
+            if revision != "0001_initial_schema":
+                # 0002 stamped the row that had no updated_at.
+                self.assertEqual(host.created_at, host.updated_at)
             grants = conn.execute(
                 sa.select(models.grants.c.instance_uuid, models.grants.c.state)
                 .where(models.grants.c.scheduler == "seed")

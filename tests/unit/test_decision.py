@@ -1,5 +1,6 @@
 """The protocol's decisions, with no database: replay, choice, fall-over."""
 
+import datetime
 import random
 
 from grant_scheduler import decision
@@ -7,6 +8,7 @@ from grant_scheduler import exception
 from grant_scheduler import resources as gs_resources
 from grant_scheduler import scheduler
 from grant_scheduler.db import models
+from grant_scheduler.db import store as gs_store
 from grant_scheduler.settings import Settings
 from tests import base
 
@@ -179,6 +181,15 @@ class FakeStore:
             )
             for s in self.states.values()
         ]
+
+    def read_changes(self, since=None):
+        states = self.load_view()
+        granted = {s.host_id: s.granted for s in states if s.granted != R()}
+        for state in states:
+            state.granted = R()
+        return gs_store.ViewChanges(
+            datetime.datetime.now(), states, granted, {}
+        )
 
     def insert_grant(
         self, host_id, amount, name, uuid, request_id, before_commit
