@@ -17,6 +17,7 @@ KEYS = (
     "db_statements_per_placement",
     "db_commits_per_placement",
     "db_commit_ceiling_per_s",
+    "scheduler_rss_mb",
 )
 
 
@@ -62,6 +63,9 @@ def summarise(label, workload, schedulers, raw, serial_no_valid_host, ceiling):
         "db_statements_per_placement": round(statements / per, 1),
         "db_commits_per_placement": round(commits / per, 1),
         "db_commit_ceiling_per_s": round(ceiling, 1),
+        "scheduler_rss_mb": round(
+            max((r.get("rss_kib", 0) for r in sched), default=0) / 1024, 1
+        ),
     }
 
 

@@ -10,6 +10,7 @@ import logging
 import multiprocessing
 import queue as queue_module
 import random
+import resource
 import time
 import traceback
 import uuid
@@ -120,6 +121,8 @@ def scheduler_process(
         result.update(counts)
         result["attempts"] = side.attempts
         result["conflicts"] = side.conflicts
+        # Linux reports the peak resident set size in KiB.
+        result["rss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     except Exception:
         result["errors"].append(traceback.format_exc())
     results.put(("scheduler", result))

@@ -11,6 +11,7 @@ import tempfile
 
 from grant_scheduler import exception
 from grant_scheduler.bench import metrics
+from grant_scheduler.bench import plot
 from grant_scheduler.bench import runner
 from grant_scheduler.bench import strategies
 from grant_scheduler.bench import workloads
@@ -90,11 +91,23 @@ def parser():
         help="Up to this long between answer and claim.",
     )
     p.add_argument("--json", metavar="PATH", help="Write the rows as JSON.")
+    p.add_argument(
+        "--plot",
+        metavar="PATH",
+        help="Draw throughput and conflicts against schedulers, one line "
+        "per strategy, as a PNG (needs matplotlib).",
+    )
     return p
 
 
 def main(argv=None):
     args = parser().parse_args(argv)
+    if args.plot:
+        try:
+            plot.require_matplotlib()
+        except exception.GrantSchedulerError as exc:
+            print("ERROR: %s" % exc, file=sys.stderr)
+            return 1
     with tempfile.TemporaryDirectory() as scratch:
         url = args.db or "sqlite:///%s" % os.path.join(scratch, "bench.sqlite")
         try:
@@ -124,6 +137,8 @@ def main(argv=None):
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=2)
+    if args.plot:
+        plot.write(rows, args.plot, title=exception.mask_url(url))
     failed = [r for r in rows if r.get("errors")]
     return 1 if failed else 0
 
@@ -139,17 +154,22 @@ def _run_all(args, url):
         "build_delay_ms": args.build_delay_ms,
     }
     ceiling = runner.commit_ceiling(url)
+    runs = len(args.workloads) * len(args.hosts)
+    progress = _Progress(
+        runs * (1 + len(args.strategies) * len(args.schedulers))
+    )
     rows = []
     for name in args.workloads:
         for hosts in args.hosts:
             workload = workloads.make(name, hosts, args.requests)
             run_options = dict(options, churn=workload.churn)
+            progress.step("%s serial oracle hosts=%d" % (name, hosts))
             serial = runner.run("grants", workload, 1, run_options)
             serial_nvh = sum(r["no_valid_host"] for r in serial["schedulers"])
             for strategy in args.strategies:
                 label = strategies.STRATEGIES[strategy].label
                 for count in args.schedulers:
-                    _progress(
+                    progress.step(
                         "%s %s hosts=%d schedulers=%d"
                         % (name, strategy, hosts, count)
                     )
@@ -160,15 +180,46 @@ def _run_all(args, url):
                     errors = metrics.errors(raw)
                     if errors:
                         row["errors"] = errors
-                        print(errors[0], file=sys.stderr)
+                        progress.message(errors[0])
                     rows.append(row)
-    _progress("done")
-    print(file=sys.stderr)
+    progress.done()
     return rows
 
 
-def _progress(text):
-    print("\r\033[K[bench] %s" % text, end="", file=sys.stderr, flush=True)
+class _Progress:
+    """A progress bar on a terminal, one line per run elsewhere (logs)."""
+
+    WIDTH = 24
+
+    def __init__(self, total, stream=None):
+        self.total = total
+        self.done_count = 0
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+
+    def step(self, text):
+        filled = self.WIDTH * self.done_count // max(self.total, 1)
+        bar = "#" * filled + "-" * (self.WIDTH - filled)
+        line = "[bench] [%s] %d/%d %s" % (
+            bar,
+            self.done_count + 1,
+            self.total,
+            text,
+        )
+        self.done_count += 1
+        if self.tty:
+            print("\r\033[K" + line, end="", file=self.stream, flush=True)
+        else:
+            print(line, file=self.stream, flush=True)
+
+    def message(self, text):
+        if self.tty:
+            print(file=self.stream)
+        print(text, file=self.stream, flush=True)
+
+    def done(self):
+        if self.tty:
+            print("\r\033[K[bench] done", file=self.stream, flush=True)
 
 
 if __name__ == "__main__":

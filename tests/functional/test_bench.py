@@ -11,9 +11,9 @@ from tests import base
 @base.with_scenarios(base.ALL_BACKENDS)
 class BenchSmoke(base.DatabaseTestCase):
     def test_tiny_run_reports_every_key_and_no_overcommit(self):
-        path = os.path.join(
-            self.useFixture(base.fixtures.TempDir()).path, "b.json"
-        )
+        scratch = self.useFixture(base.fixtures.TempDir()).path
+        path = os.path.join(scratch, "b.json")
+        picture = os.path.join(scratch, "b.png")
         status = bench.main(
             [
                 "--db",
@@ -26,9 +26,13 @@ class BenchSmoke(base.DatabaseTestCase):
                 "ironic",
                 "--json",
                 path,
+                "--plot",
+                picture,
             ]
         )
         self.assertEqual(0, status)
+        with open(picture, "rb") as f:
+            self.assertEqual(b"\x89PNG\r\n\x1a\n", f.read(8))
         with open(path) as f:
             rows = json.load(f)
         self.assertEqual(4, len(rows))

@@ -1,0 +1,69 @@
+"""``--plot``: throughput and conflicts against schedulers, as a PNG.
+
+One row of two charts per (workload, hosts) pair, one line per strategy.
+matplotlib is an optional extra (``pip install 'grant_scheduler[plot]'``).
+"""
+
+from grant_scheduler import exception
+
+METRICS = (
+    ("placements_per_s", "placements / s"),
+    ("conflicts_per_placement", "conflicts / placement"),
+)
+
+
+def require_matplotlib():
+    """Fail before a long run rather than after it."""
+    try:
+        import matplotlib  # noqa: F401, PLC0415 - optional dependency
+    except ImportError:
+        raise exception.GrantSchedulerError(
+            "--plot needs matplotlib; install it with "
+            "pip install 'grant_scheduler[plot]'"
+        )
+
+
+def write(rows, path, title=None):
+    require_matplotlib()
+    import matplotlib  # noqa: PLC0415 - optional dependency
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot  # noqa: PLC0415 - optional dependency
+
+    groups = sorted({(r["workload"], r["hosts"]) for r in rows})
+    figure, axes = pyplot.subplots(
+        len(groups),
+        len(METRICS),
+        figsize=(5.5 * len(METRICS), 3.6 * len(groups)),
+        squeeze=False,
+    )
+    for row_axes, (workload, hosts) in zip(axes, groups, strict=True):
+        chosen = [
+            r
+            for r in rows
+            if r["workload"] == workload and r["hosts"] == hosts
+        ]
+        for ax, (key, label) in zip(row_axes, METRICS, strict=True):
+            for strategy in sorted({r["strategy"] for r in chosen}):
+                points = sorted(
+                    (r["schedulers"], r[key])
+                    for r in chosen
+                    if r["strategy"] == strategy
+                )
+                ax.plot(
+                    [p[0] for p in points],
+                    [p[1] for p in points],
+                    marker="o",
+                    label=strategy,
+                )
+            ax.set_xlabel("scheduler processes")
+            ax.set_ylabel(label)
+            ax.set_title("%s, %d hosts" % (workload, hosts))
+            ax.set_xticks(sorted({r["schedulers"] for r in chosen}))
+            ax.grid(True, alpha=0.3)
+        row_axes[0].legend(fontsize="small")
+    if title:
+        figure.suptitle(title)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    pyplot.close(figure)
