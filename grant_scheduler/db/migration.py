@@ -51,7 +51,16 @@ def current_revision(database):
 
 
 def upgrade(database, revision="head"):
-    """Upgrade the database to ``revision`` (default: the newest)."""
+    """Upgrade the database to ``revision`` (default: the newest).
+
+    :raises SchemaNewerThanCode: the database is at a revision this code
+        does not know (a newer release migrated it); nothing is changed.
+    """
+    current = current_revision(database)
+    if current is not None and current not in known_revisions():
+        raise exception.SchemaNewerThanCode(
+            url=database.safe_url, current=current, head=head_revision()
+        )
     alembic_command.upgrade(_config(database), revision)
 
 

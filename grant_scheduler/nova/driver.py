@@ -41,6 +41,18 @@ _SELECTION_OBJECTS_FROM = 3  # index of allocation_request_version (17+)
 
 DEFAULT_MAX_ATTEMPTS = 3
 
+# What Nova's scheduler manager calls on driver.host_manager (13-22).
+MANAGER_CALLS = frozenset(
+    (
+        "update_aggregates",
+        "delete_aggregate",
+        "update_instance_info",
+        "delete_instance_info",
+        "sync_instance_info",
+        "refresh_cells_caches",
+    )
+)
+
 
 class StandaloneHostManager:
     """What Nova's manager calls on ``driver.host_manager``, without Nova.
@@ -56,14 +68,7 @@ class StandaloneHostManager:
         return call
 
     def __getattr__(self, name):
-        if name in (
-            "update_aggregates",
-            "delete_aggregate",
-            "update_instance_info",
-            "delete_instance_info",
-            "sync_instance_info",
-            "refresh_cells_caches",
-        ):
+        if name in MANAGER_CALLS:
             return self._ignored(name)
         raise AttributeError(name)
 

@@ -35,8 +35,15 @@ def _gs(url, settings, hooks=None):
     )
 
 
-def _die():
-    os.kill(os.getpid(), signal.SIGKILL)
+def _die_at(hooks, point, count, threshold):
+    """SIGKILL this process at ``point`` once ``count()`` reaches
+    ``threshold``."""
+
+    def maybe_die(**info):
+        if count() >= threshold:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    hooks.on(point, maybe_die)
 
 
 def scheduler_process(
@@ -71,12 +78,9 @@ def scheduler_process(
         gs = _gs(url, settings, hooks)
         gs.scheduler.name = name
         if kill_point is not None:
-
-            def maybe_die(**info):
-                if result["requests"] >= kill_on_request:
-                    _die()
-
-            hooks.on(kill_point, maybe_die)
+            _die_at(
+                hooks, kill_point, lambda: result["requests"], kill_on_request
+            )
         rng = random.Random(seed)
         smallest = min(flavours)
         while result["requests"] < max_requests:
@@ -130,12 +134,12 @@ def compute_process(
         hooks = injection.Hooks()
         gs = _gs(url, settings, hooks)
         if kill_on_claim is not None:
-
-            def maybe_die(**info):
-                if result["claimed"] + 1 >= kill_on_claim:
-                    _die()
-
-            hooks.on("claim_written", maybe_die)
+            _die_at(
+                hooks,
+                "claim_written",
+                lambda: result["claimed"] + 1,
+                kill_on_claim,
+            )
         backlog = list(backlog)
         while True:
             item = backlog.pop(0) if backlog else queue.get()

@@ -141,3 +141,12 @@ class TestInspectionCommands(ManageTestCase):
         empty = "sqlite:///%s" % os.path.join(directory, "empty.sqlite")
         result = self.manage(empty, "hosts")
         self.assertOneLineError(result, "db sync")
+
+    def test_schema_newer_than_code_is_refused(self):
+        with self.gs.database.writer() as conn:
+            conn.exec_driver_sql(
+                "UPDATE alembic_version SET version_num = 'f00dfeed0099'"
+            )
+        for command in (("hosts",), ("reap",), ("db", "sync")):
+            result = self.manage(self.url, *command)
+            self.assertOneLineError(result, "f00dfeed0099")
