@@ -4,6 +4,7 @@
 # root (or a user allowed to start the servers and administer them).
 set -euo pipefail
 
+MARIADB_PID_FILE=/run/mysqld/mysqld.pid  # pid-file in /etc/mysql/my.cnf
 USER_NAME=openstack_citest
 PASSWORD=openstack_citest
 
@@ -23,7 +24,17 @@ start_mariadb() {
     fi
     echo "Starting MariaDB"
     install -d -o mysql -g mysql /run/mysqld
+    # NOTE: a server that is still shutting down holds its data files;
+    # wait for it to exit.  The pid file (not the executable) identifies
+    # this server, so other mariadbd processes (the Galera test nodes) do
+    # not count as it running.
+    for _ in $(seq 1 60); do
+        pid=$(cat "$MARIADB_PID_FILE" 2>/dev/null || true)
+        if [ -z "$pid" ] || ! kill -0 "$pid" 2>/dev/null; then break; fi
+        sleep 1
+    done
     start-stop-daemon --start --oknodo --background \
+        --pidfile "$MARIADB_PID_FILE" \
         --exec /usr/sbin/mariadbd -- --user=mysql
     wait_for MariaDB mysqladmin --protocol=tcp -h127.0.0.1 -uroot ping
 }

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 
 from grant_scheduler.db import api as db_api
 from grant_scheduler.db import models
+from grant_scheduler.db import rows
 from grant_scheduler.db import store as gs_store
 
 G = models.grants
@@ -37,18 +38,18 @@ class NaiveStore(gs_store.Store):
         if row is None or mine is None:
             conn.execute(G.delete().where(G.c.id == grant_id))
             return False, None
-        state = gs_store.host_state(row)
+        state = rows.host_state(row)
         earlier = conn.execute(
             sa.select(G).where(
                 G.c.host_id == host_id,
-                G.c.state.in_(gs_store.LIVE),
+                G.c.state.in_(rows.LIVE),
                 G.c.id != grant_id,
                 G.c.created_at < mine.created_at,
             )
         )
         for other in earlier:
-            state.granted = state.granted + gs_store.resources_of(other)
-        if state.fits(gs_store.resources_of(mine)):
+            state.granted = state.granted + rows.resources_of(other)
+        if state.fits(rows.resources_of(mine)):
             conn.execute(
                 G.update()
                 .where(G.c.id == grant_id)

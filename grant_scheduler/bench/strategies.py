@@ -28,7 +28,9 @@ from grant_scheduler import decision
 from grant_scheduler import exception
 from grant_scheduler.bench import naive
 from grant_scheduler.db import api as db_api
+from grant_scheduler.db import claims
 from grant_scheduler.db import models
+from grant_scheduler.db import rows
 from grant_scheduler.db import store as gs_store
 
 MAX_ATTEMPTS = 3
@@ -97,17 +99,17 @@ class PlacementStore(gs_store.Store):
         result = conn.execute(
             H.update()
             .where(H.c.id == host_id, H.c.generation == generation)
-            .values(**gs_store._add_usage(amount))
+            .values(**rows.add_usage(amount))
         )
         if result.rowcount != 1:
             return False
-        gs_store._insert_claim(conn, instance_uuid, host_id, amount, None)
+        claims.insert_claim(conn, instance_uuid, host_id, amount, None)
         return True
 
     @db_api.transactional("reader")
     def usage_view(self, conn):
         return [
-            gs_store.host_state(row)
+            rows.host_state(row)
             for row in conn.execute(sa.select(models.hosts))
         ]
 

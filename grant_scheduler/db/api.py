@@ -227,6 +227,8 @@ class Database:
     def _translate_errors(self):
         try:
             yield
+        except exception.GrantSchedulerError:
+            raise  # already translated (a nested call)
         except db_exc.DBConnectionError as exc:
             raise self._unavailable(exc) from exc
         except sa.exc.OperationalError as exc:
@@ -245,6 +247,18 @@ class Database:
                 url=self.safe_url,
                 reason="its driver is not installed (%s)" % exc,
             )
+        except Exception as exc:
+            if self._facade._factory._started:
+                raise
+            # NOTE: the engine failed while starting, e.g. its first
+            # connection was cut during the driver's handshake queries
+            # (seen as NotImplementedError from PyMySQL).  The next call
+            # starts it again.
+            raise exception.DatabaseUnavailable(
+                url=self.safe_url,
+                reason="the connection failed while starting (%s)"
+                % (_reason(exc),),
+            ) from exc
 
     @contextlib.contextmanager
     def connect(self):

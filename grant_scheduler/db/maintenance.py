@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from grant_scheduler.db import api as db_api
 from grant_scheduler.db import models
-from grant_scheduler.db import store as gs_store
+from grant_scheduler.db import rows
 from grant_scheduler.resources import Resources
 
 H = models.hosts
@@ -45,7 +45,7 @@ def _candidates(reason, cutoff):
         guard = ~sa.exists().where(H.c.id == G.c.host_id)
         query = sa.select(G.c.id).where(guard)
     else:
-        guard = sa.and_(G.c.state.in_(gs_store.LIVE), G.c.created_at < cutoff)
+        guard = sa.and_(G.c.state.in_(rows.LIVE), G.c.created_at < cutoff)
         query = sa.select(G.c.id).where(guard)
     return query, guard
 
@@ -111,10 +111,10 @@ class Maintenance:
         One statement, so that on every backend each host's usage, grants
         and claims come from one snapshot (the checker relies on it).
         """
-        won = gs_store.sums_by_host(G, G.c.state == models.GRANT_WON).subquery(
+        won = rows.sums_by_host(G, G.c.state == models.GRANT_WON).subquery(
             "won"
         )
-        claimed = gs_store.sums_by_host(C).subquery("claimed")
+        claimed = rows.sums_by_host(C).subquery("claimed")
         query = (
             sa.select(
                 H,
@@ -130,7 +130,7 @@ class Maintenance:
             won_amount = _amount(row, "won_")
             result.append(
                 HostReport(
-                    state=gs_store.host_state(row, won_amount),
+                    state=rows.host_state(row, won_amount),
                     claimed=_amount(row, "claimed_"),
                     last_grant_ticket=row.last_grant_ticket,
                     last_grant_at=row.last_grant_at,
@@ -146,7 +146,7 @@ class Maintenance:
         )
         if host is not None:
             query = query.where(H.c.host == host)
-        rows = conn.execute(query.order_by(G.c.host_id, G.c.ticket))
+        result = conn.execute(query.order_by(G.c.host_id, G.c.ticket))
         return [
             GrantRow(
                 id=row.id,
@@ -154,13 +154,13 @@ class Maintenance:
                 node=row.node,
                 ticket=row.ticket,
                 state=row.state,
-                resources=gs_store.resources_of(row),
+                resources=rows.resources_of(row),
                 instance_uuid=row.instance_uuid,
                 request_id=row.request_id,
                 scheduler=row.scheduler,
                 created_at=row.created_at,
             )
-            for row in rows
+            for row in result
         ]
 
 

@@ -1,10 +1,12 @@
-"""All SQL of the grants protocol, one transaction per method.
+"""The SQL of the grants protocol, one transaction per method.
 
 The protocol modules (``scheduler``, ``compute``, ``reaper``) decide; this
-module reads and writes.  Every writer is retried in a fresh transaction on
-deadlock, disconnect or a lost conditional update (``RetryRequest``), and
-takes its locks in one order: a grant row before its host row, and the
-host row (through its ``ticket``) before reading what is to be decided.
+module (hosts, views, grants and their verification), ``claims`` (the
+compute side, mixed in) and ``rows`` (shared row helpers) read and write.
+Every transaction is retried in a fresh one on deadlock, disconnect or a
+lost conditional update (``RetryRequest``), and takes its locks in one
+order: a grant row before its host row, and the host row (through its
+``ticket``) before reading what is to be decided.
 """
 
 import dataclasses
@@ -14,155 +16,15 @@ import sqlalchemy as sa
 from oslo_db import exception as db_exc
 
 from grant_scheduler import decision
-from grant_scheduler import exception
 from grant_scheduler.db import api as db_api
+from grant_scheduler.db import claims
 from grant_scheduler.db import models
-from grant_scheduler.resources import NOTHING
-from grant_scheduler.resources import Capacity
-from grant_scheduler.resources import HostState
+from grant_scheduler.db import rows
 from grant_scheduler.resources import Resources
 
 H = models.hosts
 G = models.grants
 C = models.claims
-
-LIVE = (models.GRANT_PENDING, models.GRANT_WON)
-
-
-def sums_by_host(table, *where, by=()):
-    """SELECT host_id [, by...], SUM(vcpus), SUM(memory_mb), SUM(disk_gb)
-    FROM a grants or claims table, grouped by host."""
-    return (
-        sa.select(
-            table.c.host_id,
-            *by,
-            sa.func.sum(table.c.vcpus).label("vcpus"),
-            sa.func.sum(table.c.memory_mb).label("memory_mb"),
-            sa.func.sum(table.c.disk_gb).label("disk_gb"),
-        )
-        .where(*where)
-        .group_by(table.c.host_id, *by)
-    )
-
-
-def _usage_values(used):
-    return {
-        "vcpus_used": used.vcpus,
-        "memory_mb_used": used.memory_mb,
-        "disk_gb_used": used.disk_gb,
-    }
-
-
-class LostUpdate(Exception):
-    """A conditional update found the row changed: start again."""
-
-
-def _retry_request():
-    return db_exc.RetryRequest(LostUpdate())
-
-
-def resources_of(row, prefix="", suffix=""):
-    # NOTE: MySQL returns SUM() of integers as DECIMAL; amounts are ints
-    # everywhere else (Nova's weighers, for one, mix them with floats).
-    return Resources(
-        *(
-            int(row._mapping[prefix + name + suffix])
-            for name in ("vcpus", "memory_mb", "disk_gb")
-        )
-    )
-
-
-def host_state(row, granted=NOTHING):
-    capacity = Capacity(
-        total=resources_of(row),
-        reserved=resources_of(row, prefix="reserved_"),
-        cpu_allocation_ratio=row.cpu_allocation_ratio,
-        ram_allocation_ratio=row.ram_allocation_ratio,
-        disk_allocation_ratio=row.disk_allocation_ratio,
-    )
-    return HostState(
-        host_id=row.id,
-        host=row.host,
-        node=row.node,
-        node_uuid=row.node_uuid,
-        capacity=capacity,
-        used=resources_of(row, suffix="_used"),
-        granted=granted,
-        generation=row.generation,
-    )
-
-
-def _add_usage(amount, sign=1):
-    return {
-        "vcpus_used": H.c.vcpus_used + sign * amount.vcpus,
-        "memory_mb_used": H.c.memory_mb_used + sign * amount.memory_mb,
-        "disk_gb_used": H.c.disk_gb_used + sign * amount.disk_gb,
-        "generation": H.c.generation + 1,
-        "updated_at": db_api.utcnow(),
-    }
-
-
-def _take_ticket(conn, host_id):
-    """Issue the host's next ticket; hold its row lock until commit.
-
-    The lock is what makes ticket order commit order (DESIGN H1): a
-    transaction that holds ticket N commits before any other can be issued
-    N + 1.  Returns None when the host row is gone.
-    """
-    result = conn.execute(
-        H.update().where(H.c.id == host_id).values(ticket=H.c.ticket + 1)
-    )
-    if result.rowcount != 1:
-        return None
-    return conn.execute(
-        sa.select(H.c.ticket).where(H.c.id == host_id)
-    ).scalar()
-
-
-def _host_with_live_grants(conn, host_id, max_ticket=None, exclude_id=None):
-    """A host row and its live grants, read in one statement.
-
-    One statement is one snapshot on every backend.  Two statements are
-    not under PostgreSQL's READ COMMITTED: a claim committing between them
-    would move a grant into usage after the host row was read and out of
-    the live grants before they were, and the grant would count nowhere
-    (DESIGN H4).
-
-    :returns: ``(host row, [LiveGrant, ...])``, or ``(None, [])``.
-    """
-    on = [G.c.host_id == H.c.id, G.c.state.in_(LIVE)]
-    if max_ticket is not None:
-        on.append(G.c.ticket <= max_ticket)
-    if exclude_id is not None:
-        on.append(G.c.id != exclude_id)
-    query = (
-        sa.select(
-            H,
-            G.c.id.label("grant_id"),
-            G.c.ticket.label("grant_ticket"),
-            G.c.vcpus.label("grant_vcpus"),
-            G.c.memory_mb.label("grant_memory_mb"),
-            G.c.disk_gb.label("grant_disk_gb"),
-            G.c.state.label("grant_state"),
-        )
-        .outerjoin(G, sa.and_(*on))
-        .where(H.c.id == host_id)
-        .order_by(G.c.ticket)
-    )
-    rows = conn.execute(query).all()
-    if not rows:
-        return None, []
-    grants = [
-        decision.LiveGrant(
-            id=row.grant_id,
-            ticket=row.grant_ticket,
-            resources=resources_of(row, prefix="grant_"),
-            state=row.grant_state,
-        )
-        for row in rows
-        if row.grant_id is not None
-    ]
-    return rows[0], grants
 
 
 def _capacity_values(capacity, node_uuid):
@@ -195,7 +57,7 @@ def _insert_host(conn, host, node, values, used):
             node=node,
             created_at=db_api.utcnow(),
             updated_at=db_api.utcnow(),
-            **_usage_values(used or Resources()),
+            **rows.usage_values(used or Resources()),
             **values,
         )
     )
@@ -207,9 +69,9 @@ def _live_grants(conn):
     granted = {}
     pending = {}
     for row in conn.execute(
-        sums_by_host(G, G.c.state.in_(LIVE), by=(G.c.state,))
+        rows.sums_by_host(G, G.c.state.in_(rows.LIVE), by=(G.c.state,))
     ):
-        amount = resources_of(row)
+        amount = rows.resources_of(row)
         granted[row.host_id] = granted.get(row.host_id, Resources()) + amount
         if row.state == models.GRANT_PENDING:
             pending[row.host_id] = amount
@@ -224,7 +86,7 @@ class ViewChanges:
     pending: dict
 
 
-class Store:
+class Store(claims.Claims):
     """The protocol's reads and writes against one ``Database``."""
 
     def __init__(self, db):
@@ -247,8 +109,8 @@ class Store:
         if host_id is None:
             return _insert_host(conn, host, node, values, used)
         if used is not None:
-            _take_ticket(conn, host_id)
-            values.update(_usage_values(used))
+            rows.take_ticket(conn, host_id)
+            values.update(rows.usage_values(used))
         conn.execute(
             H.update()
             .where(H.c.id == host_id)
@@ -297,7 +159,7 @@ class Store:
         granted, pending = _live_grants(conn)
         states = []
         for row in conn.execute(sa.select(H)):
-            state = host_state(row, granted.get(row.id, Resources()))
+            state = rows.host_state(row, granted.get(row.id, Resources()))
             state.pending = pending.get(row.id, Resources())
             states.append(state)
         return states
@@ -318,7 +180,7 @@ class Store:
         query = sa.select(H)
         if since is not None:
             query = query.where(H.c.updated_at >= since)
-        hosts = [host_state(row) for row in conn.execute(query)]
+        hosts = [rows.host_state(row) for row in conn.execute(query)]
         return ViewChanges(read_at, hosts, granted, pending)
 
     # -- scheduler side --------------------------------------------------
@@ -362,7 +224,7 @@ class Store:
 
     def _ticket_for(self, conn, host_id):
         """The ordering ticket of a new grant (see ``_take_ticket``)."""
-        return _take_ticket(conn, host_id)
+        return rows.take_ticket(conn, host_id)
 
     @db_api.transactional("writer")
     def verify_grant(self, conn, grant_id, host_id, ticket):
@@ -397,157 +259,6 @@ class Store:
 
     # -- compute side ----------------------------------------------------
 
-    def claim(
-        self, instance_uuid, host, node, resources, ttl, before_commit=None
-    ):
-        """Count an instance in its host's usage, consuming its grant.
-
-        Idempotent per (instance, host): a second claim returns the first.
-        ``before_commit()``, if given, runs once a grant's consumption is
-        written and not yet committed (an injection point for tests).
-
-        :returns: a ``ClaimOutcome``.
-        :raises UnknownHost: no row for ``host``/``node``.
-        :raises ClaimRejected: no live grant and the instance does not fit
-            (DESIGN H5).
-        """
-        outcome = self._claim_by_grant(
-            instance_uuid, host, node, resources, ttl, before_commit
-        )
-        if outcome is None:
-            outcome = self._claim_by_recheck(
-                instance_uuid, host, node, resources
-            )
-        return outcome
-
-    @db_api.transactional("writer")
-    def _claim_by_grant(
-        self, conn, instance_uuid, host, node, resources, ttl, before_commit
-    ):
-        """The common case: consume a live grant.  None when there is none.
-
-        No host lock is needed: the grant already holds the capacity, and
-        moving it into usage is one transaction (DESIGN H4).
-        """
-        row = conn.execute(
-            sa.select(H.c.id).where(H.c.host == host, H.c.node == node)
-        ).first()
-        if row is None:
-            raise exception.UnknownHost(host=host, node=node)
-        found = _existing_or_grant(conn, row.id, instance_uuid, resources)
-        if isinstance(found, ClaimOutcome):
-            return found
-        grant = found
-        if grant is None:
-            return None
-        now = conn.execute(sa.select(db_api.utcnow())).scalar()
-        expired = grant.created_at < now - datetime.timedelta(seconds=ttl)
-        amount = resources_of(grant)
-        if expired or (resources is not None and resources != amount):
-            return None
-        _consume(conn, grant)
-        conn.execute(
-            H.update()
-            .where(H.c.id == row.id)
-            .values(**_advance_mark(grant), **_add_usage(amount))
-        )
-        _insert_claim(conn, instance_uuid, row.id, amount, grant.ticket)
-        if before_commit is not None:
-            before_commit()
-        return ClaimOutcome(amount, grant.ticket, "grant")
-
-    @db_api.transactional("writer")
-    def _claim_by_recheck(self, conn, instance_uuid, host, node, resources):
-        """No live grant: lock the host, re-check capacity, then claim.
-
-        The lock is the transaction's first statement so that, on InnoDB,
-        the snapshot every later read uses starts after it is granted.
-        """
-        locked = conn.execute(
-            H.update()
-            .where(H.c.host == host, H.c.node == node)
-            .values(ticket=H.c.ticket + 1)
-        )
-        if locked.rowcount != 1:
-            raise exception.UnknownHost(host=host, node=node)
-        host_id = conn.execute(
-            sa.select(H.c.id).where(H.c.host == host, H.c.node == node)
-        ).scalar()
-        found = _existing_or_grant(conn, host_id, instance_uuid, resources)
-        if isinstance(found, ClaimOutcome):
-            return found
-        grant = found
-        if resources is None:
-            if grant is None:
-                raise exception.ClaimRejected(
-                    instance_uuid=instance_uuid,
-                    host=host,
-                    node=node,
-                    reason="there is no grant for it and no resources were "
-                    "given to re-check capacity with",
-                )
-            resources = resources_of(grant)
-        exclude = grant.id if grant is not None else None
-        row, others = _host_with_live_grants(conn, host_id, exclude_id=exclude)
-        state = host_state(row)
-        for other in others:
-            state.granted = state.granted + other.resources
-        if not state.fits(resources):
-            short = (state.used + state.granted + resources).exceeded(
-                state.limit
-            )
-            raise exception.ClaimRejected(
-                instance_uuid=instance_uuid,
-                host=host,
-                node=node,
-                reason="it has no live grant and %s does not fit (short in %s)"
-                % (resources, ", ".join(short)),
-            )
-        mark = {}
-        if grant is not None:
-            _consume(conn, grant)
-            mark = _advance_mark(grant)
-        conn.execute(
-            H.update()
-            .where(H.c.id == host_id)
-            .values(**mark, **_add_usage(resources))
-        )
-        ticket = grant.ticket if grant is not None else None
-        _insert_claim(conn, instance_uuid, host_id, resources, ticket)
-        return ClaimOutcome(resources, ticket, "recheck")
-
-    @db_api.transactional("writer")
-    def release(self, conn, instance_uuid, host, node):
-        """Remove an instance from its host's usage; False if not claimed."""
-        row = conn.execute(
-            sa.select(C)
-            .join(H, H.c.id == C.c.host_id)
-            .where(
-                C.c.instance_uuid == instance_uuid,
-                H.c.host == host,
-                H.c.node == node,
-            )
-        ).first()
-        if row is None:
-            return False
-        if conn.execute(C.delete().where(C.c.id == row.id)).rowcount != 1:
-            raise _retry_request()
-        conn.execute(
-            H.update()
-            .where(H.c.id == row.host_id)
-            .values(**_add_usage(resources_of(row), sign=-1))
-        )
-        return True
-
-
-@dataclasses.dataclass(frozen=True)
-class ClaimOutcome:
-    """What a claim did: ``how`` is grant, recheck or existing."""
-
-    resources: Resources
-    grant_ticket: int
-    how: str
-
 
 def _decide(conn, host_id, max_ticket, mine_id):
     """Replay a host's live grants up to ``max_ticket``; record verdicts.
@@ -555,12 +266,14 @@ def _decide(conn, host_id, max_ticket, mine_id):
     ``mine_id`` is the caller's own grant: deleted (withdrawn) rather than
     marked when it lost.  Returns ``(mine won, host state)``.
     """
-    row, grants = _host_with_live_grants(conn, host_id, max_ticket=max_ticket)
+    row, grants = rows.host_with_live_grants(
+        conn, host_id, max_ticket=max_ticket
+    )
     if row is None:
         if mine_id is not None:
             conn.execute(G.delete().where(G.c.id == mine_id))
         return False, None
-    state = host_state(row)
+    state = rows.host_state(row)
     outcome = decision.replay(state.used, state.limit, grants)
     state.granted = outcome.committed - state.used
     mine = next((g for g in grants if g.id == mine_id), None)
@@ -581,95 +294,7 @@ def _decide(conn, host_id, max_ticket, mine_id):
             verdict = models.GRANT_WON if won else models.GRANT_LOST
             statement = G.update().where(pending).values(state=verdict)
         if conn.execute(statement).rowcount != 1:
-            raise _retry_request()
+            raise rows.retry_request()
     if mine is None:
         return False, state
     return outcome.verdicts.get(mine_id, mine.state == models.GRANT_WON), state
-
-
-def _existing_or_grant(conn, host_id, instance_uuid, resources):
-    """The instance's claim on this host as a ``ClaimOutcome`` if it has
-    one (a repeated claim), else its grant row (or None)."""
-    existing = conn.execute(
-        sa.select(C).where(
-            C.c.instance_uuid == instance_uuid, C.c.host_id == host_id
-        )
-    ).first()
-    if existing is not None:
-        return ClaimOutcome(
-            resources_of(existing), existing.grant_ticket, "existing"
-        )
-    return _find_grant(conn, host_id, instance_uuid, resources)
-
-
-def _insert_claim(conn, instance_uuid, host_id, amount, ticket):
-    conn.execute(
-        C.insert().values(
-            instance_uuid=instance_uuid,
-            host_id=host_id,
-            vcpus=amount.vcpus,
-            memory_mb=amount.memory_mb,
-            disk_gb=amount.disk_gb,
-            grant_ticket=ticket,
-            created_at=db_api.utcnow(),
-        )
-    )
-
-
-def _find_grant(conn, host_id, instance_uuid, resources):
-    """The instance's won grant on this host, else the seed's fallback.
-
-    The fallback, for grants written without an instance uuid, is the oldest
-    won grant on the host for exactly these resources.
-    """
-    won = sa.and_(G.c.host_id == host_id, G.c.state == models.GRANT_WON)
-    grant = conn.execute(
-        sa.select(G)
-        .where(won, G.c.instance_uuid == instance_uuid)
-        .order_by(G.c.ticket)
-        .limit(1)
-    ).first()
-    if grant is not None or resources is None:
-        return grant
-    return conn.execute(
-        sa.select(G)
-        .where(
-            won,
-            G.c.instance_uuid.is_(None),
-            G.c.vcpus == resources.vcpus,
-            G.c.memory_mb == resources.memory_mb,
-            G.c.disk_gb == resources.disk_gb,
-        )
-        .order_by(G.c.ticket)
-        .limit(1)
-    ).first()
-
-
-def _consume(conn, grant):
-    result = conn.execute(
-        G.update()
-        .where(G.c.id == grant.id, G.c.state == models.GRANT_WON)
-        .values(state=models.GRANT_CONSUMED, consumed_at=db_api.utcnow())
-    )
-    if result.rowcount != 1:
-        raise _retry_request()
-
-
-def _advance_mark(grant):
-    """Move the host's last-grant mark forward to ``grant``, never back.
-
-    NOTE: MySQL evaluates SET assignments left to right, so the second one
-    may see ``last_grant_ticket`` already moved to ``grant.ticket``;
-    PostgreSQL and SQLite see the old value.  ``<=`` gives the same result
-    either way (at equality the mark is this very grant).
-    """
-    return {
-        "last_grant_ticket": sa.case(
-            (H.c.last_grant_ticket < grant.ticket, grant.ticket),
-            else_=H.c.last_grant_ticket,
-        ),
-        "last_grant_at": sa.case(
-            (H.c.last_grant_ticket <= grant.ticket, grant.created_at),
-            else_=H.c.last_grant_at,
-        ),
-    }

@@ -135,11 +135,13 @@ class _MariaDBRestart:
         except subprocess.CalledProcessError as exc:
             self.errors.append(exc.stderr)
         finally:
-            subprocess.run(
+            started = subprocess.run(
                 ["bash", REPO + "/tools/prepare-test-databases.sh"],
-                check=True,
                 capture_output=True,
+                text=True,
             )
+            if started.returncode != 0:
+                self.errors.append(started.stderr)
             self.up_at = time.monotonic()
             if self.down_at is not None:
                 run.count_fault(
