@@ -21,7 +21,6 @@ from oslo_service import periodic_task
 from grant_scheduler import exception
 from grant_scheduler import resources as gs_resources
 from grant_scheduler import scheduler
-from grant_scheduler import view as gs_view
 from grant_scheduler.nova import compat
 from grant_scheduler.nova import service
 from grant_scheduler.nova import view as nova_view
@@ -173,10 +172,12 @@ class GrantSchedulerDriver:
     # -- the view ----------------------------------------------------------
 
     def _view(self, context, spec_obj):
+        """Nova's view for this request; None (the scheduler's own cached
+        view and built-in ranking) without Nova."""
+        if not compat.have_nova():
+            return None
         gs = self.grant_scheduler
         states = gs.store.load_view()
-        if not compat.have_nova():
-            return gs_view.View(states)
         host_states = list(self.host_manager.get_all_host_states(context))
         if self._register_new_hosts(gs, states, host_states):
             states = gs.store.load_view()

@@ -62,10 +62,7 @@ class GrantsFilter(filters.BaseHostFilter):
         # NOTE: Nova calls host_passes once per host with the same spec
         # object; a new object is a new request and gets a fresh read.
         if spec_obj is not self._spec:
-            self._granted = {
-                (s.host, s.node): s.granted
-                for s in self._lazy.get().store.load_view()
-            }
+            self._granted = self._lazy.get().store.live_grants_by_node()
             self._spec = spec_obj
         return self._granted
 

@@ -53,12 +53,12 @@ class TestGrantsFilter(nova_base.NovaTestCase, base.TestCase):
     def test_grants_read_once_per_request(self):
         store = self.grants_filter._lazy.get().store
         with mock.patch.object(
-            store, "load_view", wraps=store.load_view
-        ) as load_view:
+            store, "live_grants_by_node", wraps=store.live_grants_by_node
+        ) as read:
             self.passing(fakes.flavor(1, 1024, 1))
-            self.assertEqual(1, load_view.call_count)
+            self.assertEqual(1, read.call_count)
             self.passing(fakes.flavor(1, 1024, 1))
-            self.assertEqual(2, load_view.call_count)
+            self.assertEqual(2, read.call_count)
 
     def test_free_after_grants(self):
         [state] = [s for s in self.cloud.host_states() if s.host == "a"]
