@@ -32,9 +32,9 @@ class Lazy:
     ever shared across processes.
     """
 
-    def __init__(self, conf=None, factory=None, **kwargs):
+    def __init__(self, conf=None, **kwargs):
+        """:param kwargs: passed to ``GrantScheduler.from_conf``."""
         self._conf = conf
-        self._factory = factory
         self._kwargs = kwargs
         self._lock = threading.Lock()
         self._built = None
@@ -50,14 +50,11 @@ class Lazy:
     def get(self):
         with self._lock:
             if self._built is None or self._pid != os.getpid():
-                if self._factory is not None:
-                    self._built = self._factory()
-                else:
-                    conf = self.conf
-                    require_connection(conf)
-                    self._built = api.GrantScheduler.from_conf(
-                        conf, **self._kwargs
-                    )
+                conf = self.conf
+                require_connection(conf)
+                self._built = api.GrantScheduler.from_conf(
+                    conf, **self._kwargs
+                )
                 self._pid = os.getpid()
             return self._built
 
