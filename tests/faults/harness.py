@@ -191,7 +191,6 @@ class FillRun:
             if during is not None:
                 during(self)
             time.sleep(0.02)
-        self.fill_ended_at = time.monotonic()
         for process in self.schedulers.values():
             process.join(30)
             if process.exitcode == -signal.SIGKILL:

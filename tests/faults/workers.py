@@ -109,6 +109,7 @@ def scheduler_process(
             )
     except Exception:
         result["errors"].append(traceback.format_exc())
+    result["finished_at"] = time.time()
     events.put(("result", name, result))
 
 

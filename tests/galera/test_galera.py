@@ -144,7 +144,7 @@ class TestFillWhileANodeDies(GaleraTestCase):
         started = []
 
         def during(run):
-            if not started and run.checkpoints >= 5:
+            if not started and len(run.answered) >= 10:
                 started.append(True)
                 rejoin.start()
                 run.count_fault("Galera node killed and rejoined")
