@@ -9,6 +9,7 @@ import dataclasses
 import importlib
 
 from grant_scheduler import exception
+from grant_scheduler.resources import Capacity
 from grant_scheduler.resources import Resources
 
 
@@ -51,6 +52,33 @@ def flavor_resources(flavor):
         memory_mb=field(flavor, "memory_mb", 0),
         disk_gb=field(flavor, "root_gb", 0) + field(flavor, "ephemeral_gb", 0),
     )
+
+
+def capacity_of(host_state):
+    """Capacity and usage of a Nova HostState.
+
+    Nova counts reserved memory and disk as used, so the capacity has no
+    reserved part; an unset allocation ratio is taken as 1.0 (no
+    overcommit) rather than guessed.
+    """
+    total = Resources(
+        vcpus=host_state.vcpus_total,
+        memory_mb=host_state.total_usable_ram_mb,
+        disk_gb=host_state.total_usable_disk_gb,
+    )
+    used = Resources(
+        vcpus=host_state.vcpus_used,
+        memory_mb=host_state.total_usable_ram_mb - host_state.free_ram_mb,
+        disk_gb=host_state.total_usable_disk_gb
+        - host_state.free_disk_mb // 1024,
+    )
+    capacity = Capacity(
+        total=total,
+        cpu_allocation_ratio=host_state.cpu_allocation_ratio or 1.0,
+        ram_allocation_ratio=host_state.ram_allocation_ratio or 1.0,
+        disk_allocation_ratio=host_state.disk_allocation_ratio or 1.0,
+    )
+    return capacity, used
 
 
 def no_valid_host(reason):

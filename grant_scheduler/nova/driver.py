@@ -19,7 +19,6 @@ from oslo_log import log as logging
 from oslo_service import periodic_task
 
 from grant_scheduler import exception
-from grant_scheduler import resources as gs_resources
 from grant_scheduler import scheduler
 from grant_scheduler.nova import compat
 from grant_scheduler.nova import service
@@ -200,7 +199,7 @@ class GrantSchedulerDriver:
         for host_state in host_states:
             if host_state.uuid is None:
                 continue  # Nova has not yet seen this node's usage
-            capacity, used = _capacity_of(host_state)
+            capacity, used = compat.capacity_of(host_state)
             state = known.get((host_state.host, host_state.nodename))
             if state is None:
                 try:
@@ -273,33 +272,6 @@ def _request(context, spec_obj, call, alternates):
         force_nodes=compat.field(spec_obj, "force_nodes", ()),
         num_alternates=alternates,
     )
-
-
-def _capacity_of(host_state):
-    """Capacity and usage of a Nova HostState.
-
-    Nova counts reserved memory and disk as used, so the capacity has no
-    reserved part; an unset allocation ratio is taken as 1.0 (no
-    overcommit) rather than guessed.
-    """
-    total = gs_resources.Resources(
-        vcpus=host_state.vcpus_total,
-        memory_mb=host_state.total_usable_ram_mb,
-        disk_gb=host_state.total_usable_disk_gb,
-    )
-    used = gs_resources.Resources(
-        vcpus=host_state.vcpus_used,
-        memory_mb=host_state.total_usable_ram_mb - host_state.free_ram_mb,
-        disk_gb=host_state.total_usable_disk_gb
-        - host_state.free_disk_mb // 1024,
-    )
-    capacity = gs_resources.Capacity(
-        total=total,
-        cpu_allocation_ratio=host_state.cpu_allocation_ratio or 1.0,
-        ram_allocation_ratio=host_state.ram_allocation_ratio or 1.0,
-        disk_allocation_ratio=host_state.disk_allocation_ratio or 1.0,
-    )
-    return capacity, used
 
 
 class _Answer:

@@ -19,31 +19,15 @@ from oslo_log import log as logging
 from grant_scheduler.nova import compat
 from grant_scheduler.nova import service
 from grant_scheduler.resources import NOTHING
-from grant_scheduler.resources import Resources
 
 LOG = logging.getLogger(__name__)
 
 
 def free_after_grants(host_state, granted):
     """What Nova's HostState has left once ``granted`` is promised away,
-    within its allocation ratios (an unset ratio counts as 1.0)."""
-    cpu_ratio = host_state.cpu_allocation_ratio or 1.0
-    ram_ratio = host_state.ram_allocation_ratio or 1.0
-    disk_ratio = host_state.disk_allocation_ratio or 1.0
-    ram_used = host_state.total_usable_ram_mb - host_state.free_ram_mb
-    disk_used_gb = (
-        host_state.total_usable_disk_gb - host_state.free_disk_mb / 1024
-    )
-    disk_limit_gb = host_state.total_usable_disk_gb * disk_ratio
-    return Resources(
-        vcpus=int(host_state.vcpus_total * cpu_ratio)
-        - host_state.vcpus_used
-        - granted.vcpus,
-        memory_mb=int(host_state.total_usable_ram_mb * ram_ratio)
-        - ram_used
-        - granted.memory_mb,
-        disk_gb=int(disk_limit_gb - disk_used_gb) - granted.disk_gb,
-    )
+    within its allocation ratios (``compat.capacity_of``)."""
+    capacity, used = compat.capacity_of(host_state)
+    return capacity.limit() - used - granted
 
 
 class GrantsFilter(filters.BaseHostFilter):

@@ -52,9 +52,9 @@ def use(grant_scheduler):
 
 
 def _nodename(manager, instance, node):
-    if node:
-        return node
-    node = compat.field(instance, "node")
+    """The node a hooked call is about: given, the instance's, or what the
+    manager's virt driver reports (a single-node host's own name else)."""
+    node = node or compat.field(instance, "node")
     if node:
         return node
     find = getattr(manager, "_get_nodename", None)
