@@ -144,10 +144,6 @@ class ViewCache:
         self._resync_at = 0.0
         self.rows_read = 0
 
-    def invalidate(self):
-        """Read every row on the next request."""
-        self._read_at = None
-
     def view(self, view_cls=View):
         resync = self._read_at is None or self._clock() >= self._resync_at
         since = None if resync else self._read_at - self.overlap

@@ -116,10 +116,3 @@ class StandaloneSelection:
     limits: dict = None
     allocation_request: str = None
     allocation_request_version: str = None
-
-    def to_dict(self):
-        return {
-            "host": self.service_host,
-            "nodename": self.nodename,
-            "limits": dict(self.limits or {}),
-        }
