@@ -7,19 +7,31 @@
     grant-scheduler-manage --config-file F reap
     grant-scheduler-manage --config-file F check [--quiescent]
 
-Errors a person can act on print one line on standard error and exit 1;
-nothing prints a traceback unless ``--debug`` is given.
+Every error prints one line on standard error and exits 1; nothing prints a
+traceback unless ``--debug`` is given, and nothing ever prints a password
+(URLs are masked, and every log line and error is scrubbed of the
+configured one).  Before anything connects, every option value is checked,
+the database URL must be readable, and a configuration file that sets no
+``[grant_scheduler_database] connection`` is refused rather than falling
+back to the built-in SQLite file.  A successful command says on standard
+error which database it used.
 """
 
+import logging as std_logging
+import os
 import sys
+import urllib.parse
 
 from oslo_config import cfg
 from oslo_db import exception as db_exc
 from oslo_log import log as logging
 
+from alembic import util as alembic_util
 from grant_scheduler import conf as gs_conf
 from grant_scheduler import exception
+from grant_scheduler import settings as gs_settings
 from grant_scheduler.cmd import table
+from grant_scheduler.conf import database as db_conf
 from grant_scheduler.db import api as db_api
 from grant_scheduler.db import migration
 
@@ -27,35 +39,123 @@ LOG = logging.getLogger(__name__)
 
 EXIT_ERROR = 1
 
+# Scrubbed secrets shorter than this would garble the text around them.
+_MIN_SECRET = 4
 
-def _database(conf):
-    return db_api.Database.from_conf(conf)
+
+class Scrubber:
+    """Removes known secrets from text: the last line of defence."""
+
+    def __init__(self):
+        self.secrets = set()
+
+    def add_url(self, url):
+        """Remember the password and credential query values of ``url``."""
+        if not url:
+            return
+        text = str(url)
+        scheme = exception._SCHEME.match(text)
+        rest = text[scheme.end() :] if scheme else text
+        userinfo, _after, _clean = exception._split_authority(rest)
+        candidates = []
+        if userinfo is not None and ":" in userinfo:
+            candidates.append(userinfo.partition(":")[2])
+        for match in exception._SECRET_QUERY.finditer(text):
+            candidates.append(text[match.end(1) : match.end()])
+        for candidate in candidates:
+            for form in (
+                candidate,
+                urllib.parse.unquote(candidate),
+                urllib.parse.unquote_plus(candidate),
+            ):
+                if len(form) >= _MIN_SECRET and form != "***":
+                    self.secrets.add(form)
+
+    def __call__(self, text):
+        text = str(text)
+        for secret in sorted(self.secrets, key=len, reverse=True):
+            text = text.replace(secret, "***")
+        return text
+
+    def install(self):
+        """Scrub every line the root logger's handlers write."""
+        for handler in std_logging.getLogger().handlers:
+            original = handler.format
+            handler.format = lambda record, f=original: self(f(record))
 
 
-def db_sync(conf):
-    database = _database(conf)
-    revision = conf.command.revision
-    migration.upgrade(database, revision)
+class Run:
+    """One command's view of the configuration and its database."""
+
+    def __init__(self, conf, connection, from_default):
+        self.conf = conf
+        self.connection = connection
+        self.from_default = from_default
+
+    @property
+    def command(self):
+        return self.conf.command
+
+    def describe(self):
+        """The database in words: masked URL and where it came from."""
+        text = exception.mask_url(self.connection)
+        if self.from_default:
+            return (
+                "%s (the built-in default: no configuration file was found; "
+                "a SQLite file in %s)" % (text, os.getcwd())
+            )
+        return "%s (%s)" % (text, db_conf.connection_source(self.conf))
+
+    def database(self, create=False):
+        """The ``Database``; without ``create`` a missing SQLite file is
+        reported instead of created."""
+        database = db_api.Database.from_conf(self.conf)
+        path = database.url.database
+        if (
+            not create
+            and database.dialect_name == "sqlite"
+            and path
+            and path != ":memory:"
+            and not os.path.exists(path)
+        ):
+            raise exception.SchemaNotMigrated(
+                url=exception.mask_url(self.connection),
+                current="none (the SQLite file %s does not exist; nothing "
+                "was created)" % os.path.abspath(path),
+                head=migration.head_revision(),
+            )
+        return database
+
+    def api(self):
+        from grant_scheduler import api
+
+        gs = api.GrantScheduler(
+            self.database(),
+            settings=gs_settings.Settings.from_conf(self.conf),
+        )
+        gs.check_schema()
+        return gs
+
+    def done(self):
+        print("Database: %s" % _printable(self.describe()), file=sys.stderr)
+
+
+def db_sync(run):
+    database = run.database(create=True)
+    migration.upgrade(database, run.command.revision)
     print(
         "Database %s is at revision %s."
-        % (database.safe_url, migration.current_revision(database))
+        % (_printable(run.describe()), migration.current_revision(database))
     )
 
 
-def db_version(conf):
-    database = _database(conf)
+def db_version(run):
+    database = run.database()
     current = migration.current_revision(database)
     if current is None:
         migration.check_schema(database)
     print(current)
-
-
-def _api(conf):
-    from grant_scheduler import api
-
-    gs = api.GrantScheduler.from_conf(conf)
-    gs.check_schema()
-    return gs
+    run.done()
 
 
 def _limit_text(state, name):
@@ -65,9 +165,9 @@ def _limit_text(state, name):
     )
 
 
-def list_hosts(conf):
+def list_hosts(run):
     rows = []
-    for report in _api(conf).hosts():
+    for report in run.api().hosts():
         state = report.state
         rows.append(
             (
@@ -105,9 +205,10 @@ def list_hosts(conf):
         "vcpus, ram_mb, disk_gb: used + won grants / limit; "
         "won grants: vcpus/ram_mb/disk_gb"
     )
+    run.done()
 
 
-def list_grants(conf):
+def list_grants(run):
     rows = [
         (
             row.id,
@@ -125,7 +226,7 @@ def list_grants(conf):
             row.scheduler,
             row.created_at,
         )
-        for row in _api(conf).grants(host=conf.command.host)
+        for row in run.api().grants(host=run.command.host)
     ]
     print(
         table.render(
@@ -143,17 +244,20 @@ def list_grants(conf):
             rows,
         )
     )
+    run.done()
 
 
-def reap(conf):
-    counts = _api(conf).reap()
+def reap(run):
+    counts = run.api().reap()
     print(table.render(("reason", "grants deleted"), sorted(counts.items())))
+    run.done()
 
 
-def check(conf):
-    violations = _api(conf).check(quiescent=conf.command.quiescent)
+def check(run):
+    violations = run.api().check(quiescent=run.command.quiescent)
     if not violations:
         print("OK: I1 and I4 hold on every host.")
+        run.done()
         return
     print(
         table.render(
@@ -169,13 +273,16 @@ def _add_db_parsers(subparsers):
     db_commands = db.add_subparsers(dest="db_command", required=True)
 
     sync = db_commands.add_parser(
-        "sync", help="Create or upgrade the tables to the newest revision."
+        "sync",
+        help="Create or upgrade the tables to the newest revision (safe to "
+        "run from several places at once).",
     )
     sync.add_argument(
         "revision",
         nargs="?",
         default="head",
-        help="Revision to upgrade to (default: head).",
+        help="Revision to upgrade to: 'head' (the default) or one of this "
+        "release's revision ids.",
     )
     sync.set_defaults(handler=db_sync)
 
@@ -219,40 +326,87 @@ command_opt = cfg.SubCommandOpt(
 
 
 def _parse(argv, conf):
+    """Parse and check everything; return the command's ``Run``.
+
+    :raises GrantSchedulerError: any value that cannot be used, in one line.
+    """
     gs_conf.register_opts(conf)
     logging.register_options(conf)
-    logging.set_defaults(
-        default_log_levels=logging.get_default_log_levels()
-        + ["alembic.runtime.migration=WARN"]
-    )
     conf.register_cli_opt(command_opt)
-    conf(argv, project="grant_scheduler", prog="grant-scheduler-manage")
+    gs_conf.parse(
+        conf, argv, project="grant_scheduler", prog="grant-scheduler-manage"
+    )
+    gs_conf.check_values(conf)
+    gs_settings.Settings.from_conf(conf)
+    if db_conf.config_files(conf):
+        connection = db_conf.require_connection(conf)
+        from_default = False
+    else:
+        connection = db_conf.read_connection(conf)
+        from_default = not db_conf.connection_is_set(conf)
+    return Run(conf, connection, from_default)
+
+
+def _setup_logging(conf, scrub):
+    levels = logging.get_default_log_levels() + [
+        "alembic.runtime.migration=WARN"
+    ]
+    if not conf.debug:
+        # NOTE: oslo.db logs each failed connection attempt as a warning;
+        # the one-line error says it all.
+        levels.append("oslo_db.sqlalchemy.engines=ERROR")
+    conf.set_default("default_log_levels", levels)
     logging.setup(conf, "grant_scheduler")
+    scrub.install()
+
+
+def _printable(text):
+    """One terminal-safe line."""
+    return table.escape(text, backslash=False)
+
+
+def _error(text):
+    print("ERROR: %s" % _printable(text), file=sys.stderr)
+    return EXIT_ERROR
 
 
 def _one_line(exc):
-    if isinstance(exc, db_exc.DBError):
-        inner = exc.inner_exception or exc
-        text = str(getattr(inner, "orig", None) or inner)
-        return "database error: %s" % (text.strip().splitlines() or ["?"])[0]
-    return str(exc)
+    if isinstance(exc, exception.GrantSchedulerError):
+        return str(exc)
+    return migration.error_line(exc)
 
 
 def main(argv=None, conf=None):
     conf = conf if conf is not None else cfg.CONF
     argv = sys.argv[1:] if argv is None else argv
+    scrub = Scrubber()
     try:
-        _parse(argv, conf)
-    except cfg.Error as exc:
-        print("ERROR: %s" % exc, file=sys.stderr)
-        return EXIT_ERROR
+        run = _parse(argv, conf)
+        scrub.add_url(run.connection)
+        _setup_logging(conf, scrub)
+    except (exception.GrantSchedulerError, cfg.Error) as exc:
+        return _error(scrub(exc))
     try:
-        conf.command.handler(conf)
-    except (exception.GrantSchedulerError, db_exc.DBError) as exc:
+        conf.command.handler(run)
+    except (
+        exception.GrantSchedulerError,
+        db_exc.DBError,
+        alembic_util.CommandError,
+    ) as exc:
         if conf.debug:
             LOG.exception("Command failed")
-        print("ERROR: %s" % _one_line(exc), file=sys.stderr)
-        return EXIT_ERROR
+        line = _one_line(exc)
+        if run.from_default:
+            line += " [database: %s]" % run.describe()
+        return _error(scrub(line))
+    except Exception as exc:  # noqa: BLE001 - one line, never a traceback
+        if conf.debug:
+            LOG.exception("Command failed")
+        text = (str(exc).strip().splitlines() or [""])[0]
+        return _error(
+            "unexpected %s%s (run with --debug for the traceback)"
+            % (type(exc).__name__, ": " + scrub(text) if text else "")
+        )
     return 0
 
 

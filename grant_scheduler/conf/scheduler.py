@@ -1,6 +1,12 @@
-"""The ``[grant_scheduler]`` option group: the knobs of the grants protocol."""
+"""The ``[grant_scheduler]`` option group: the knobs of the grants protocol.
+
+These definitions are the only place the knobs' defaults and bounds are
+written: ``grant_scheduler.settings.Settings`` is built from them.
+"""
 
 from oslo_config import cfg
+
+from grant_scheduler.conf import types
 
 GROUP_NAME = "grant_scheduler"
 
@@ -15,6 +21,7 @@ scheduler_opts = [
         "grant_ttl",
         default=600,
         min=1,
+        max=7 * 24 * 3600,
         help="""
 Seconds a grant stays live before the reaper may delete it if no compute host
 has consumed it.  Make it longer than the worst delay between a scheduler's
@@ -27,6 +34,7 @@ and rejects the build when it no longer fits.
         "host_subset_size",
         default=3,
         min=1,
+        max=1000,
         help="""
 Choose randomly among this many best-fitting hosts (Nova's option of the same
 name).  Values above 1 keep concurrent schedulers from herding onto the same
@@ -37,6 +45,7 @@ host and so reduce conflicts; 1 always picks the best fit.
         "max_fallovers",
         default=10,
         min=0,
+        max=10000,
         help="""
 How many times one instance may fall over to the next host after its grant
 lost the verification, before the request fails with NoValidHost.  Each
@@ -47,12 +56,14 @@ fall-over costs a grant write and a verification read.
         "reap_interval",
         default=60,
         min=1,
+        max=24 * 3600,
         help="Seconds between two runs of the periodic grant reaper.",
     ),
-    cfg.FloatOpt(
+    types.FiniteFloatOpt(
         "view_resync_interval",
         default=60.0,
         min=0.0,
+        max=24 * 3600.0,
         help="""
 Seconds between two full reads of every host row by a scheduler.  In
 between, each request reads only the rows changed since the previous one
@@ -60,10 +71,11 @@ between, each request reads only the rows changed since the previous one
 0 reads every row on every request.
 """,
     ),
-    cfg.FloatOpt(
+    types.FiniteFloatOpt(
         "view_overlap",
         default=2.0,
         min=0.0,
+        max=3600.0,
         help="""
 Seconds of changes read again on each refresh, for writes stamped before
 the previous read but committed after it (longer than a host-row write
@@ -76,6 +88,7 @@ still decided by their verification.
         "reap_batch_size",
         default=500,
         min=1,
+        max=100000,
         help="""
 At most this many grant rows are deleted per reaper transaction, so the
 reaper never holds locks for long.
