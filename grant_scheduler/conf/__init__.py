@@ -71,7 +71,7 @@ def _check(conf, group_name, name, opt):
     group = conf if group_name is None else conf[group_name]
     try:
         value = group[name]
-    except (cfg.NoSuchOptError, cfg.TemplateSubstitutionError):
+    except database.SUBSTITUTION_ERRORS:
         # NOTE: the message names the text after a "$", which may be part
         # of a password: never shown.
         raise _invalid(

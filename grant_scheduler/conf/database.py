@@ -189,6 +189,13 @@ def retry_policy(conf_group=None):
 
 # -- reading the connection ------------------------------------------------
 
+# What oslo.config raises when a "$" in a value names nothing it knows.
+SUBSTITUTION_ERRORS = (
+    cfg.NoSuchOptError,
+    cfg.NoSuchGroupError,
+    cfg.TemplateSubstitutionError,
+)
+
 DOLLAR_REASON = (
     "it holds a '$', which oslo.config reads as a reference to another "
     "option; write each '$' of the value as '$$' (or percent-encode it in "
@@ -293,7 +300,7 @@ def read_connection(conf):
     """
     try:
         connection = conf[GROUP_NAME].connection
-    except (cfg.NoSuchOptError, cfg.TemplateSubstitutionError):
+    except SUBSTITUTION_ERRORS:
         # NOTE: the error names the text after the "$": part of a password.
         raise exception.DatabaseConfigError(
             url="(not shown)",
@@ -314,11 +321,24 @@ def read_connection(conf):
 
 
 def connection_is_set(conf):
-    """True unless ``connection`` is the built-in default, never set."""
+    """True unless ``connection`` is the built-in default, never set.
+
+    A value from a file, the command line or the environment counts as set
+    whatever it is.  A value set by the program (``set_override``,
+    ``set_default``) counts unless it equals the default: oslo.config keeps
+    reporting that location after ``clear_override``.
+    """
     location = _location(conf, "connection")
-    if location is None:
-        return conf[GROUP_NAME].connection not in (None, DEFAULT_CONNECTION)
-    return location.location != cfg.Locations.opt_default
+    if location is not None:
+        if location.location in (
+            cfg.Locations.user,
+            cfg.Locations.command_line,
+            cfg.Locations.environment,
+        ):
+            return True
+        if location.location == cfg.Locations.opt_default:
+            return False
+    return conf[GROUP_NAME].connection not in (None, DEFAULT_CONNECTION)
 
 
 def connection_source(conf):
