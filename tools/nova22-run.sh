@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Run a command in the Nova 22 root, cwd /src (this checkout, read-write):
+#   tools/nova22-run.sh python3 -m pytest tests/nova22
+# Shorthand for "tools/nova22-root.sh run ..."; see that script.
+set -euo pipefail
+exec bash "$(dirname "${BASH_SOURCE[0]}")/nova22-root.sh" run "$@"
