@@ -1,13 +1,34 @@
-"""Turn a run's raw counts into the documented metrics (README: Benchmark)."""
+"""Turn a run's raw counts into the documented metrics (README: Benchmark).
+
+Also the fresh read behind ``nvh_with_room``: after each NoValidHost a
+scheduler process answers, it reads the tables again (usage plus live
+grants per host, or placement's usage and inventory for placement-api) on a
+connection of its own that no statement counter sees, and counts the answer
+when some host fits the request then.  The read happens after the answer's
+latency is taken, and its time is taken off the run's clock (see
+``summarise``), so it does not distort placements/s.
+"""
+
+from grant_scheduler import api
+from grant_scheduler.db import api as db_api
+
+# NOTE: a grant between its write and its verdict; hosts() sums only the
+# won ones, so the fresh read adds these (a literal, as only this read
+# needs to know the state's name).
+UNDECIDED = "pending"
 
 KEYS = (
     "strategy",
+    "unsafe",
     "workload",
     "schedulers",
     "hosts",
+    "seed",
     "placed",
     "no_valid_host",
+    "nvh_with_room",
     "spurious_no_valid_host",
+    "failed_builds",
     "overcommitted_hosts",
     "placements_per_s",
     "p50_ms",
@@ -29,29 +50,52 @@ def percentile(values, fraction):
     return ordered[index]
 
 
-def summarise(label, workload, schedulers, raw, serial_no_valid_host, ceiling):
+def summarise(
+    strategy,
+    workload,
+    schedulers,
+    raw,
+    serial_no_valid_host,
+    ceiling,
+    seed=None,
+):
+    """One row of ``KEYS`` for ``strategy`` (a ``strategies`` entry)."""
     sched = raw["schedulers"]
     computes = raw["computes"]
     placed = sum(r["placed"] for r in sched)
     per = max(placed, 1)
     nvh = sum(r["no_valid_host"] for r in sched)
     latencies = [x for r in sched for x in r["latencies"]]
-    statements = sum(r.get("statements", 0) for r in sched + computes)
-    commits = sum(r.get("commits", 0) for r in sched + computes)
+    # NOTE: placement-api's statements run in the service's workers, which
+    # report them when the service stops.
+    statements = raw.get("service_statements", 0) + sum(
+        r.get("statements", 0) for r in sched + computes
+    )
+    commits = raw.get("service_commits", 0) + sum(
+        r.get("commits", 0) for r in sched + computes
+    )
+    # NOTE: the nvh_with_room reads pause only the process that makes them;
+    # the clock loses the longest such pause (the processes run together).
+    checks = max((r.get("nvh_check_s", 0.0) for r in sched), default=0.0)
+    elapsed = max(raw["elapsed_s"] - checks, 1e-9)
     return {
-        "strategy": label,
+        "strategy": strategy.name,
+        "unsafe": bool(strategy.unsafe),
         "workload": workload.name,
         "schedulers": schedulers,
         "hosts": workload.hosts,
+        "seed": seed,
         "placed": placed,
         "no_valid_host": nvh,
+        "nvh_with_room": sum(r.get("nvh_with_room", 0) for r in sched),
         "spurious_no_valid_host": (
             None
             if serial_no_valid_host is None
             else max(0, nvh - serial_no_valid_host)
         ),
+        "failed_builds": sum(r.get("rejected", 0) for r in computes),
         "overcommitted_hosts": raw["overcommitted_hosts"],
-        "placements_per_s": round(placed / max(raw["elapsed_s"], 1e-9), 1),
+        "placements_per_s": round(placed / elapsed, 1),
         "p50_ms": round(1000 * percentile(latencies, 0.50), 2),
         "p99_ms": round(1000 * percentile(latencies, 0.99), 2),
         "attempts_per_placement": round(
@@ -69,7 +113,57 @@ def summarise(label, workload, schedulers, raw, serial_no_valid_host, ceiling):
     }
 
 
-def errors(raw):
-    return [
+def errors(raw, workload=None):
+    found = [
         e for r in raw["schedulers"] + raw["computes"] for e in r["errors"]
     ]
+    consumers = raw.get("service_consumers")
+    if consumers is not None and workload is not None and not workload.churn:
+        placed = sum(r["placed"] for r in raw["schedulers"])
+        if consumers != placed:
+            found.append(
+                "the service holds allocations for %d consumers but the "
+                "schedulers placed %d" % (consumers, placed)
+            )
+    return found
+
+
+# -- nvh_with_room ---------------------------------------------------------
+
+
+def room_check(strategy, options):
+    """The fresh read for one scheduler process: a callable taking the
+    request's ``Resources`` and returning True when some host fits it."""
+    own = getattr(strategy, "room_check", None)
+    if own is not None:
+        return own(options)
+    return GrantTablesRoom(options["url"])
+
+
+class GrantTablesRoom:
+    """Room in grant_scheduler's tables: usage plus live (won or
+    undecided) grants, through the public API on an uncounted engine."""
+
+    def __init__(self, url):
+        self.gs = api.GrantScheduler(db_api.Database(url))
+
+    def __call__(self, amount):
+        # NOTE: grants before hosts: a grant that wins in between is then
+        # counted twice (no room shown), never not at all.
+        undecided = {}
+        for grant in self.gs.grants():
+            if grant.state == UNDECIDED:
+                key = (grant.host, grant.node)
+                undecided[key] = (
+                    undecided.get(key, api.Resources()) + grant.resources
+                )
+        for report in self.gs.hosts():
+            state = report.state
+            taken = (
+                state.used
+                + state.granted
+                + undecided.get((state.host, state.node), api.Resources())
+            )
+            if (taken + amount).fits_within(state.limit):
+                return True
+        return False

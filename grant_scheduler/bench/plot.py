@@ -1,6 +1,7 @@
 """``--plot``: throughput and conflicts against schedulers, as a PNG.
 
-One row of two charts per (workload, hosts) pair, one line per strategy.
+One row of two charts per (workload, hosts) pair, one line per strategy
+(the mean over repeated runs).
 matplotlib is an optional extra (``pip install 'grant_scheduler[plot]'``).
 """
 
@@ -37,18 +38,18 @@ def write(rows, path, title=None):
         figsize=(5.5 * len(METRICS), 3.6 * len(groups)),
         squeeze=False,
     )
-    for row_axes, (workload, hosts) in zip(axes, groups, strict=True):
+    for index, (workload, hosts) in enumerate(groups):
+        row_axes = axes[index]
         chosen = [
             r
             for r in rows
             if r["workload"] == workload and r["hosts"] == hosts
         ]
-        for ax, (key, label) in zip(row_axes, METRICS, strict=True):
+        for column, (key, label) in enumerate(METRICS):
+            ax = row_axes[column]
             for strategy in sorted({r["strategy"] for r in chosen}):
-                points = sorted(
-                    (r["schedulers"], r[key])
-                    for r in chosen
-                    if r["strategy"] == strategy
+                points = _mean_by_schedulers(
+                    [r for r in chosen if r["strategy"] == strategy], key
                 )
                 ax.plot(
                     [p[0] for p in points],
@@ -67,3 +68,14 @@ def write(rows, path, title=None):
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     pyplot.close(figure)
+
+
+def _mean_by_schedulers(rows, key):
+    """``[(schedulers, mean of key)]``: repeated runs (--repeat) averaged."""
+    values = {}
+    for row in rows:
+        values.setdefault(row["schedulers"], []).append(row[key])
+    return [
+        (count, sum(found) / len(found))
+        for count, found in sorted(values.items())
+    ]

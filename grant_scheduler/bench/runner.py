@@ -19,6 +19,7 @@ import sqlalchemy as sa
 
 from grant_scheduler import api
 from grant_scheduler import injection
+from grant_scheduler.bench import metrics
 from grant_scheduler.bench import strategies
 from grant_scheduler.db import api as db_api
 from grant_scheduler.db import migration
@@ -77,6 +78,8 @@ def scheduler_process(
         "errors": [],
         "attempts": 0,
         "conflicts": 0,
+        "nvh_with_room": 0,
+        "nvh_check_s": 0.0,
     }
     try:
         hooks = injection.Hooks()
@@ -94,6 +97,7 @@ def scheduler_process(
         )
         side.gs.scheduler.rng = random.Random(options["seed"])
         counts = count_statements(side.gs.database, options["latency_s"])
+        room = metrics.room_check(strategy, options)
         barrier.wait(RESULT_TIMEOUT)
         for amount in stream:
             instance_uuid = str(uuid.uuid4())
@@ -118,6 +122,12 @@ def scheduler_process(
                     )
             result["latencies"].append(time.perf_counter() - started)
             result["placed" if placed else "no_valid_host"] += 1
+            # nvh_with_room: a fresh read after each NoValidHost, on its own
+            # uncounted connection; metrics takes its time off the clock.
+            if not placed:
+                checked = time.perf_counter()
+                result["nvh_with_room"] += bool(room(amount))
+                result["nvh_check_s"] += time.perf_counter() - checked
         result.update(counts)
         result["attempts"] = side.attempts
         result["conflicts"] = side.conflicts
@@ -204,8 +214,14 @@ def reset(database, workload):
 def run(strategy_name, workload, schedulers, options, progress=None):
     """One run; returns the raw counts for ``metrics.summarise``."""
     database = db_api.Database(options["url"])
+    service = None
     try:
         gs = reset(database, workload)
+        # A strategy with a service of its own (placement-api) starts it for
+        # this run; the run's processes then connect to the service's URL.
+        service = _start_service(strategy_name, workload, options)
+        if service is not None:
+            options = dict(options, **service.options)
         stream = workload.stream(options["seed"])
         names = workload.host_names()
         host_owner = {name: n % COMPUTES for n, name in enumerate(names)}
@@ -254,7 +270,7 @@ def run(strategy_name, workload, schedulers, options, progress=None):
         scheduler_results = []
         checkpoints = 0
         while len(scheduler_results) < schedulers:
-            overcommitted |= _overcommitted(gs)
+            overcommitted |= _overcommitted(gs, service)
             checkpoints += 1
             try:
                 kind, result = results.get(timeout=0.2)
@@ -275,19 +291,34 @@ def run(strategy_name, workload, schedulers, options, progress=None):
         ]
         for process in computes + procs:
             process.join(60)
-        overcommitted |= _overcommitted(gs)
-        return {
+        overcommitted |= _overcommitted(gs, service, final=True)
+        raw = {
             "schedulers": scheduler_results,
             "computes": compute_results,
             "elapsed_s": elapsed,
             "overcommitted_hosts": len(overcommitted),
             "checkpoints": checkpoints,
         }
+        if service is not None:
+            service, running = None, service
+            raw.update(running.stop())
+        return raw
     finally:
+        if service is not None:
+            service.stop()
         database.dispose()
 
 
-def _overcommitted(gs):
+def _start_service(strategy_name, workload, options):
+    start = getattr(
+        strategies.STRATEGIES[strategy_name], "start_service", None
+    )
+    return start(workload, options) if start else None
+
+
+def _overcommitted(gs, service=None, final=False):
+    if service is not None:
+        return service.overcommitted(final=final)
     return {v.host for v in gs.check() if v.invariant == "I1"}
 
 

@@ -27,6 +27,7 @@ from grant_scheduler import api
 from grant_scheduler import decision
 from grant_scheduler import exception
 from grant_scheduler.bench import naive
+from grant_scheduler.bench import placement_api
 from grant_scheduler.db import api as db_api
 from grant_scheduler.db import claims
 from grant_scheduler.db import models
@@ -198,3 +199,7 @@ STRATEGIES = {
         ),
     )
 }
+
+# placement-api: the real openstack-placement service (bench/placement_api.py),
+# an optional extra; the benchmark leaves it out unless it is installed.
+STRATEGIES[placement_api.STRATEGY.name] = placement_api.STRATEGY

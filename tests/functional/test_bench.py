@@ -1,11 +1,15 @@
 """A tiny benchmark run: the JSON keys and zero overcommit, no timings."""
 
+import contextlib
+import io
 import json
 import os
 
 from grant_scheduler.bench import metrics
 from grant_scheduler.cmd import bench
 from tests import base
+
+SAFE_AND_NAIVE = "legacy,placement,grants,grants-naive"
 
 
 @base.with_scenarios(base.ALL_BACKENDS)
@@ -14,22 +18,28 @@ class BenchSmoke(base.DatabaseTestCase):
         scratch = self.useFixture(base.fixtures.TempDir()).path
         path = os.path.join(scratch, "b.json")
         picture = os.path.join(scratch, "b.png")
-        status = bench.main(
-            [
-                "--db",
-                self.db_fixture.url,
-                "--schedulers",
-                "2",
-                "--hosts",
-                "3",
-                "--workloads",
-                "ironic",
-                "--json",
-                path,
-                "--plot",
-                picture,
-            ]
-        )
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            status = bench.main(
+                [
+                    "--db",
+                    self.db_fixture.url,
+                    "--strategies",
+                    SAFE_AND_NAIVE,
+                    "--schedulers",
+                    "2",
+                    "--hosts",
+                    "3",
+                    "--workloads",
+                    "ironic",
+                    "--build-delay-ms",
+                    "0",
+                    "--json",
+                    path,
+                    "--plot",
+                    picture,
+                ]
+            )
         self.assertEqual(0, status)
         with open(picture, "rb") as f:
             self.assertEqual(b"\x89PNG\r\n\x1a\n", f.read(8))
@@ -38,10 +48,23 @@ class BenchSmoke(base.DatabaseTestCase):
         self.assertEqual(4, len(rows))
         for row in rows:
             self.assertEqual(set(metrics.KEYS), set(row))
+            # JSON ids are plain names; unsafety is a key of its own.
+            self.assertNotIn(" ", row["strategy"])
         by_strategy = {row["strategy"]: row for row in rows}
+        self.assertEqual(
+            {"legacy", "placement", "grants", "grants-naive"},
+            set(by_strategy),
+        )
+        self.assertIs(True, by_strategy["grants-naive"]["unsafe"])
+        self.assertIs(False, by_strategy["grants"]["unsafe"])
         for name in ("grants", "placement", "legacy"):
             self.assertEqual(0, by_strategy[name]["overcommitted_hosts"])
         # Every one of the three capacity-one hosts ends up used.
         self.assertEqual(3, by_strategy["grants"]["placed"])
         self.assertEqual(3, by_strategy["placement"]["placed"])
         self.assertEqual(0, by_strategy["grants"]["spurious_no_valid_host"])
+        self.assertEqual(0, by_strategy["grants"]["nvh_with_room"])
+        self.assertEqual(0, by_strategy["placement"]["failed_builds"])
+        text = out.getvalue()
+        self.assertIn("grants-naive (UNSAFE)", text)
+        self.assertLessEqual(max(len(line) for line in text.splitlines()), 120)

@@ -1,0 +1,165 @@
+"""nvh_with_room and the other figures metrics derives from a raw run."""
+
+import queue
+import threading
+import uuid
+
+import fixtures
+
+from grant_scheduler import api
+from grant_scheduler.bench import metrics
+from grant_scheduler.bench import runner
+from grant_scheduler.bench import strategies
+from grant_scheduler.bench import workloads
+from grant_scheduler.db import api as db_api
+from tests import base
+
+SMALL = api.Resources(2, 4096, 40)
+
+
+class _AlwaysNoValidHost:
+    """A strategy whose scheduler answers NoValidHost to everything."""
+
+    name = "always-nvh"
+    unsafe = False
+    retries_on_reject = False
+
+    class Side:
+        def __init__(self, url):
+            self.gs = api.GrantScheduler(db_api.Database(url))
+            self.attempts = 0
+            self.conflicts = 0
+
+        def place(self, amount, instance_uuid):
+            self.attempts += 1
+            return None
+
+    def scheduler_side(self, url, settings, hooks=None):
+        return self.Side(url)
+
+
+@base.with_scenarios(base.SQLITE + [("mysql", {"backend": "mysql"})])
+class RoomAfterNoValidHost(base.DatabaseTestCase):
+    def setUp(self):
+        super().setUp()
+        self.gs = api.GrantScheduler(self.db)
+        self.gs.report_host("full", "full", api.Capacity(SMALL))
+        self.gs.claim(str(uuid.uuid4()), "full", "full", SMALL)
+
+    def room(self):
+        return metrics.GrantTablesRoom(self.db_fixture.url)
+
+    def test_a_full_cloud_has_no_room(self):
+        self.assertFalse(self.room()(SMALL))
+
+    def test_a_free_host_is_room(self):
+        self.gs.report_host("free", "free", api.Capacity(SMALL))
+        self.assertTrue(self.room()(SMALL))
+        self.assertFalse(self.room()(api.Resources(4, 4096, 40)))
+
+    def test_won_grants_take_room(self):
+        self.gs.report_host("free", "free", api.Capacity(SMALL))
+        self.gs.schedule(2, 4096, 40, instance_uuids=[str(uuid.uuid4())])
+        self.assertFalse(self.room()(SMALL))
+
+    def run_scheduler(self, requests):
+        fake = _AlwaysNoValidHost()
+        self.useFixture(
+            fixtures.MockPatchObject(
+                strategies,
+                "STRATEGIES",
+                dict(strategies.STRATEGIES, **{fake.name: fake}),
+            )
+        )
+        results = queue.Queue()
+        options = {
+            "url": self.db_fixture.url,
+            "host_subset_size": 3,
+            "max_fallovers": 5,
+            "seed": 1,
+            "latency_s": 0.0,
+            "commit_delay_ms": 0,
+        }
+        runner.scheduler_process(
+            fake.name,
+            options,
+            [SMALL] * requests,
+            [queue.Queue()],
+            {},
+            0,
+            queue.Queue(),
+            results,
+            threading.Barrier(1),
+        )
+        kind, result = results.get(timeout=5)
+        self.assertEqual([], result["errors"])
+        return result
+
+    def test_scheduler_counts_answers_given_while_a_host_had_room(self):
+        self.gs.report_host("free", "free", api.Capacity(SMALL))
+        result = self.run_scheduler(3)
+        self.assertEqual(3, result["no_valid_host"])
+        self.assertEqual(3, result["nvh_with_room"])
+        self.assertGreater(result["nvh_check_s"], 0)
+        # The fresh read is on its own connection: not a statement of the
+        # strategy's.
+        self.assertEqual(0, result["statements"])
+
+    def test_scheduler_counts_nothing_when_the_cloud_is_full(self):
+        result = self.run_scheduler(3)
+        self.assertEqual(3, result["no_valid_host"])
+        self.assertEqual(0, result["nvh_with_room"])
+
+
+class Summarise(base.TestCase):
+    def raw(self, **extra):
+        scheduler = {
+            "latencies": [0.01, 0.02],
+            "placed": 10,
+            "no_valid_host": 2,
+            "nvh_with_room": 1,
+            "nvh_check_s": 0.5,
+            "attempts": 12,
+            "conflicts": 3,
+            "statements": 100,
+            "commits": 20,
+            "errors": [],
+        }
+        other = dict(scheduler, nvh_check_s=0.25)
+        compute = {"rejected": 4, "statements": 50, "commits": 10}
+        raw = {
+            "schedulers": [scheduler, other],
+            "computes": [compute, dict(compute, rejected=1)],
+            "elapsed_s": 2.5,
+            "overcommitted_hosts": 0,
+        }
+        raw.update(extra)
+        return raw
+
+    def test_figures(self):
+        workload = workloads.make("fill", 4)
+        strategy = strategies.STRATEGIES["grants-naive"]
+        row = metrics.summarise(strategy, workload, 2, self.raw(), 3, 100.0)
+        self.assertEqual(set(metrics.KEYS), set(row))
+        self.assertEqual("grants-naive", row["strategy"])
+        self.assertIs(True, row["unsafe"])
+        self.assertEqual(2, row["nvh_with_room"])
+        self.assertEqual(1, row["spurious_no_valid_host"])
+        self.assertEqual(5, row["failed_builds"])
+        # 20 placed in 2.5 s less the longest fresh-read pause (0.5 s).
+        self.assertEqual(10.0, row["placements_per_s"])
+        self.assertEqual(15.0, row["db_statements_per_placement"])
+
+    def test_a_service_adds_its_statements(self):
+        workload = workloads.make("fill", 4)
+        row = metrics.summarise(
+            strategies.STRATEGIES["placement"],
+            workload,
+            2,
+            self.raw(service_statements=200, service_commits=40),
+            None,
+            100.0,
+        )
+        self.assertEqual(25.0, row["db_statements_per_placement"])
+        self.assertEqual(5.0, row["db_commits_per_placement"])
+        self.assertIsNone(row["spurious_no_valid_host"])
