@@ -1,3 +1,3 @@
 import setuptools
 
-setuptools.setup(pbr=True)
+setuptools.setup(setup_requires=["pbr>=5.5.0"], pbr=True)

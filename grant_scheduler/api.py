@@ -1,7 +1,8 @@
 """The public Python API of grant_scheduler.
 
-One object, ``GrantScheduler``, serves a scheduler service, a compute agent,
-the benchmark and the operator's tools alike::
+One object, ``GrantScheduler``, serves a scheduler service, a compute agent
+and the operator's tools alike; the Nova adapters, the benchmark and the
+command line use nothing else::
 
     from grant_scheduler import api
 
@@ -19,45 +20,93 @@ the benchmark and the operator's tools alike::
 Nothing connects to the database until the first call, so the object may be
 built before a service forks its workers (DESIGN H9).  The first call checks
 the schema revision and raises ``SchemaNotMigrated`` (or
-``SchemaNewerThanCode``) with the command to run, rather than failing later
-on a missing table.
+``SchemaNewerThanCode``) with the command to run.  Every input is checked
+before it reaches the database, and every database error leaves as one of
+the exceptions below (translated here, once).
 """
+
+import functools
+import threading
 
 from grant_scheduler import checker
 from grant_scheduler import compute
 from grant_scheduler import exception
 from grant_scheduler import reaper
 from grant_scheduler import scheduler
+from grant_scheduler import validate
+from grant_scheduler import view as gs_view
 from grant_scheduler.db import api as db_api
-from grant_scheduler.db import maintenance
 from grant_scheduler.db import migration
 from grant_scheduler.db import store as gs_store
 from grant_scheduler.resources import Capacity
 from grant_scheduler.resources import Resources
-from grant_scheduler.resources import validated
 from grant_scheduler.settings import Settings
 
 __all__ = [
     "Capacity",
-    "GrantScheduler",
-    "Request",
-    "Resources",
-    "Selection",
-    "Settings",
     "ClaimRejected",
+    "DatabaseConfigError",
+    "DatabaseUnavailable",
+    "GrantScheduler",
+    "GrantSchedulerError",
     "InvalidRequest",
     "InvalidResources",
+    "InvalidSettings",
     "NoValidHost",
+    "Request",
+    "Resources",
+    "SchemaNewerThanCode",
+    "SchemaNotMigrated",
+    "Selection",
+    "Settings",
     "UnknownHost",
+    "View",
 ]
 
 Request = scheduler.Request
 Selection = scheduler.Selection
+View = gs_view.View
+GrantSchedulerError = exception.GrantSchedulerError
 ClaimRejected = exception.ClaimRejected
+DatabaseConfigError = exception.DatabaseConfigError
+DatabaseUnavailable = exception.DatabaseUnavailable
 InvalidRequest = exception.InvalidRequest
 InvalidResources = exception.InvalidResources
+InvalidSettings = exception.InvalidSettings
 NoValidHost = exception.NoValidHost
+SchemaNewerThanCode = exception.SchemaNewerThanCode
+SchemaNotMigrated = exception.SchemaNotMigrated
 UnknownHost = exception.UnknownHost
+
+_RATIOS = ("cpu_allocation_ratio", "ram_allocation_ratio", "disk_allocation_ratio")
+
+
+def _edge(method):
+    """Check the schema once, then translate database errors (once)."""
+
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        try:
+            self._check_schema_once()
+            return method(self, *args, **kwargs)
+        except Exception as exc:
+            translated = db_api.translate(self.database, exc)
+            if translated is None:
+                raise
+            raise translated from exc
+
+    return call
+
+
+def _capacity(capacity):
+    if not isinstance(capacity, Capacity):
+        raise exception.InvalidResources(
+            name="capacity", value=capacity, reason="it must be a Capacity"
+        )
+    total = validate.resources_object(capacity.total, "total", True)
+    reserved = validate.resources_object(capacity.reserved, "reserved", True)
+    ratios = {name: validate.ratio(name, getattr(capacity, name)) for name in _RATIOS}
+    return Capacity(total=total, reserved=reserved, **ratios)
 
 
 class GrantScheduler:
@@ -71,7 +120,6 @@ class GrantScheduler:
         hooks=None,
         rng=None,
         claim_lock=None,
-        store=None,
     ):
         """
         :param database: a ``grant_scheduler.db.api.Database``.
@@ -79,23 +127,30 @@ class GrantScheduler:
         :param name: this scheduler's identity, written into its grants
             (default ``hostname:pid``).
         :param hooks: ``injection.Hooks`` for tests; off by default.
-        :param rng: a ``random.Random`` for the host-subset choice.
+        :param rng: a ``random.Random`` for the choice among equals.
         :param claim_lock: ``lock(host, node)`` for the compute side.
-        :param store: the data-access object (the benchmark swaps in its
-            unsafe baselines here); default ``Store(database)``.
         """
+        self._assemble(
+            database,
+            gs_store.Store(database),
+            settings,
+            name,
+            hooks,
+            rng,
+            claim_lock,
+        )
+
+    def _assemble(self, database, store, settings, name, hooks, rng, claim_lock):
         self.database = database
-        database.require_current_schema()
         self.settings = settings or Settings()
-        self.store = store or gs_store.Store(database)
-        self.maintenance = maintenance.Maintenance(database)
-        self.scheduler = scheduler.Scheduler(
-            self.store, self.settings, name=name, rng=rng, hooks=hooks
+        self._store = store
+        self._schema_checked = False
+        self._schema_lock = threading.Lock()
+        self._scheduler = scheduler.Scheduler(
+            store, self.settings, name=name, rng=rng, hooks=hooks
         )
-        self.claims = compute.ClaimAgent(
-            self.store, self.settings, hooks=hooks, lock=claim_lock
-        )
-        self.reaper = reaper.Reaper(self.maintenance, self.settings)
+        self._claims = compute.ClaimAgent(store, hooks=hooks, lock=claim_lock)
+        self._reaper = reaper.Reaper(store, self.settings)
 
     @classmethod
     def from_url(cls, url, **kwargs):
@@ -110,94 +165,159 @@ class GrantScheduler:
             **kwargs,
         )
 
+    def _check_schema_once(self):
+        if self._schema_checked:
+            return
+        with self._schema_lock:
+            if not self._schema_checked:
+                migration.check_schema(self.database)
+                self._schema_checked = True
+
+    @_edge
     def check_schema(self):
         """Raise unless the schema is at this code's head revision."""
-        migration.check_schema(self.database)
 
     # -- compute side ----------------------------------------------------
 
-    def report_host(
-        self,
-        host,
-        node,
-        capacity,
-        used=None,
-        node_uuid=None,
-    ):
-        """Create or update a node's capacity; usage only when ``used``.
+    @_edge
+    def report_host(self, host, node, capacity, used=None, node_uuid=None):
+        """Create or update a node's capacity; resync usage with ``used``.
 
-        Taken under the node's claim lock, so a report never races a claim
-        (DESIGN H4).  :returns: the host row's id.
+        ``used`` is the node's true usage (from the hypervisor): it
+        replaces the node's claims, so a later release of an instance
+        claimed before it changes nothing.  Taken under the node's claim
+        lock, so a report never races this process's claims (DESIGN H4).
+        :returns: the node's id.
         """
-        validated(**capacity.total.as_dict(), allow_zero=True)
-        validated(**capacity.reserved.as_dict(), allow_zero=True)
-        if used is not None:
-            validated(**used.as_dict(), allow_zero=True)
-        for name in (
-            "cpu_allocation_ratio",
-            "ram_allocation_ratio",
-            "disk_allocation_ratio",
-        ):
-            ratio = getattr(capacity, name)
-            if not isinstance(ratio, (int, float)) or not 0 < ratio < 1000:
-                raise exception.InvalidResources(
-                    name=name, value=ratio, reason="it must be in (0, 1000)"
-                )
-        return self.claims.report(
-            host, node, capacity, used=used, node_uuid=node_uuid
+        return self._claims.report(
+            *self._node(host, node),
+            _capacity(capacity),
+            used=self._used(used),
+            node_uuid=validate.instance_uuid(node_uuid, optional=True),
         )
 
+    @_edge
+    def register_host(self, host, node, capacity, used=None, node_uuid=None):
+        """Create a node unless it exists (its usage is then left alone).
+
+        :returns: the new node's id, or None when it existed.
+        """
+        return self._store.register_host(
+            *self._node(host, node),
+            _capacity(capacity),
+            used=self._used(used),
+            node_uuid=validate.instance_uuid(node_uuid, optional=True),
+        )
+
+    @_edge
     def delete_host(self, host, node):
-        """Forget a node; the reaper removes its remaining grants."""
-        return self.store.delete_host(host, node)
+        """Forget a node, its grants and its claims; False if unknown."""
+        return self._store.delete_host(*self._node(host, node))
 
-    def claim(self, instance_uuid, host, node, resources=None):
-        """Claim on the compute host; see ``ClaimAgent.claim``."""
-        if not instance_uuid:
-            raise exception.InvalidRequest(
-                reason="a claim needs an instance uuid"
-            )
+    @_edge
+    def claim(self, instance_uuid, host, node, resources=None, request_id=None):
+        """Count an instance in its node's usage, consuming its grant.
+
+        :param resources: the instance's ``Resources``; needed to re-check
+            capacity when it has no grant.
+        :param request_id: the request it was scheduled in; a grant written
+            without an instance uuid is found only within that request.
+        :returns: a ``storage.ClaimOutcome`` (``how``: grant, recheck or
+            existing; a repeated claim returns the first one).
+        :raises ClaimRejected: no grant and it does not fit; build it
+            elsewhere.
+        :raises UnknownHost: the node never reported.
+        """
         if resources is not None:
-            resources = validated(**resources.as_dict())
-        return self.claims.claim(instance_uuid, host, node, resources)
+            resources = validate.resources_object(resources, "resources")
+        return self._claims.claim(
+            validate.instance_uuid(instance_uuid),
+            *self._node(host, node),
+            resources,
+            request_id=validate.name("request_id", request_id, optional=True),
+        )
 
+    @_edge
     def release(self, instance_uuid, host, node):
         """Release an instance's resources; False if it was not claimed."""
-        return self.claims.release(instance_uuid, host, node)
+        return self._claims.release(
+            validate.instance_uuid(instance_uuid), *self._node(host, node)
+        )
 
     # -- scheduler side --------------------------------------------------
 
-    def schedule(self, vcpus, memory_mb, disk_gb, **kwargs):
+    @_edge
+    def schedule(self, vcpus, memory_mb, disk_gb, view=None, **kwargs):
         """Place a request of 1..N instances; see ``Request.build``.
 
+        :param view: a ``View`` from ``self.view()`` (or a subclass's) to
+            rank with; by default this process's cached view.
         :returns: one ``Selection`` per instance.
         :raises NoValidHost: not every instance fits (nothing is granted).
         """
         request = Request.build(vcpus, memory_mb, disk_gb, **kwargs)
-        return self.scheduler.schedule(request)
+        return self._scheduler.schedule(request, view=view)
+
+    @_edge
+    def schedule_request(self, request, view=None):
+        """``schedule`` for a ``Request`` already built (Nova's adapter)."""
+        return self._scheduler.schedule(request, view=view)
+
+    @_edge
+    def view(self, view_cls=View):
+        """This process's view of every node, refreshed from what changed."""
+        return self._scheduler.view(view_cls=view_cls)
+
+    @_edge
+    def granted_by_node(self):
+        """``{(host, node): Resources}`` promised by live grants."""
+        return self._store.granted_by_node()
 
     @property
     def counters(self):
-        return self.scheduler.counters
+        return self._scheduler.counters
 
     # -- maintenance and inspection --------------------------------------
 
+    @_edge
     def reap(self):
         """Run the reaper once; returns counts per reason."""
-        return self.reaper.reap()
+        return self._reaper.reap()
 
+    @_edge
     def hosts(self):
-        """Per-host capacity, usage, won grants and claims."""
-        return self.maintenance.hosts()
+        """Per-node capacity, usage, live grants and claims."""
+        return self._store.host_reports()
 
+    @_edge
     def grants(self, host=None):
         """Every grant row, optionally on one host."""
-        return self.maintenance.grants(host=host)
+        return self._store.grant_rows(
+            validate.name("host", host, optional=True)
+        )
 
+    @_edge
     def check(self, quiescent=False):
         """Violations of I1 and I4 (an empty list when they hold).
 
-        Usage, won grants and claims are read in one statement, so each
-        host's figures are one consistent snapshot even under load.
+        Each node's usage, live grants and claims are read in one
+        statement, so its figures are one consistent snapshot under load.
         """
-        return checker.check(self.hosts(), self.grants(), quiescent=quiescent)
+        return checker.check(
+            self._store.host_reports(),
+            self._store.grant_rows(),
+            self._store.orphan_claims(),
+            quiescent=quiescent,
+        )
+
+    # -- input -----------------------------------------------------------
+
+    @staticmethod
+    def _node(host, node):
+        return validate.name("host", host), validate.name("node", node)
+
+    @staticmethod
+    def _used(used):
+        if used is None:
+            return None
+        return validate.resources_object(used, "used", allow_zero=True)

@@ -3,12 +3,15 @@
 It trusts nothing a scheduler or compute host kept in memory.
 
 I1 (safety)
-    On every host, usage plus won grants is within
-    ``(total - reserved) x allocation ratio`` for vCPU, RAM and disk.
+    On every node, usage plus live grants is within
+    ``(total - reserved) x allocation ratio`` for vCPU, RAM and disk, and
+    neither is below zero.
 I4 (no leak)
-    Usage equals the sum of the claimed instances on every host, and, once
-    the system is quiescent (builds done, one TTL and one reap passed), no
-    grant rows remain.
+    Usage equals the claimed instances plus the usage a resync reported
+    that no claim accounts for; the node's live-grant sum equals its live
+    grant rows; and, once the system is quiescent (builds done, one TTL
+    and one reap passed), no grant row and no claim of a deleted node
+    remains.
 """
 
 import dataclasses
@@ -32,41 +35,60 @@ class Violation:
         )
 
 
-def check(host_reports, grant_rows, quiescent=False):
+def _node_violations(report):
+    state = report.state
+    found = []
+
+    def add(invariant, detail):
+        found.append(Violation(invariant, state.host, state.node, detail))
+
+    committed = state.used + state.granted
+    for name in committed.exceeded(state.limit):
+        add(
+            "I1",
+            "%s used %d + granted %d > limit %d"
+            % (
+                name,
+                getattr(state.used, name),
+                getattr(state.granted, name),
+                getattr(state.limit, name),
+            ),
+        )
+    for what, amount in (("used", state.used), ("granted", state.granted)):
+        for name in amount.negative():
+            add("I1", "%s %s is %d" % (name, what, getattr(amount, name)))
+    accounted = report.claimed + report.external
+    for name in DIMENSIONS:
+        if getattr(state.used, name) != getattr(accounted, name):
+            add(
+                "I4",
+                "%s used %d but claimed instances sum to %d (+ %d not "
+                "from claims)"
+                % (
+                    name,
+                    getattr(state.used, name),
+                    getattr(report.claimed, name),
+                    getattr(report.external, name),
+                ),
+            )
+        if getattr(state.granted, name) != getattr(report.live_grants, name):
+            add(
+                "I4",
+                "%s granted %d but live grant rows sum to %d"
+                % (
+                    name,
+                    getattr(state.granted, name),
+                    getattr(report.live_grants, name),
+                ),
+            )
+    return found
+
+
+def check(host_reports, grant_rows, orphan_claims=(), quiescent=False):
     """Return the list of violations (empty when all invariants hold)."""
     violations = []
     for report in host_reports:
-        state = report.state
-        committed = state.used + state.granted
-        limit = state.limit
-        for name in committed.exceeded(limit):
-            violations.append(
-                Violation(
-                    "I1",
-                    state.host,
-                    state.node,
-                    "%s used %d + granted %d > limit %d"
-                    % (
-                        name,
-                        getattr(state.used, name),
-                        getattr(state.granted, name),
-                        getattr(limit, name),
-                    ),
-                )
-            )
-        for name in DIMENSIONS:
-            used = getattr(state.used, name)
-            claimed = getattr(report.claimed, name)
-            if used != claimed:
-                violations.append(
-                    Violation(
-                        "I4",
-                        state.host,
-                        state.node,
-                        "%s used %d but claimed instances sum to %d"
-                        % (name, used, claimed),
-                    )
-                )
+        violations.extend(_node_violations(report))
     if quiescent:
         for row in grant_rows:
             violations.append(
@@ -76,6 +98,15 @@ def check(host_reports, grant_rows, quiescent=False):
                     row.node,
                     "grant %d (ticket %d, %s) remains after quiescence"
                     % (row.id, row.ticket, row.state),
+                )
+            )
+        for instance_uuid, host_id in orphan_claims:
+            violations.append(
+                Violation(
+                    "I4",
+                    "(node %s, deleted)" % host_id,
+                    "-",
+                    "claim of instance %s remains" % instance_uuid,
                 )
             )
     return violations

@@ -1,71 +1,31 @@
 """The decisions of the grants protocol, with no storage in them.
 
-Two decisions are made here and nowhere else:
+*Which host?*  ``Spread`` ranks the nodes that fit a request, most free
+first (RAM, then vCPU, then disk: Nova's default spreading weighers), ties
+broken by a random order of the nodes drawn once per scheduler process, and
+``Spread.choose`` takes one at random among the best ``host_subset_size``
+(DESIGN H7).  Two schedulers facing the same equally free nodes therefore
+prefer different ones, and one scheduler's consecutive choices still spread.
 
-* *Which host?*  ``best_fits`` filters and weighs host states and
-  ``pick`` chooses randomly among the best ``host_subset_size`` of them
-  (DESIGN H7).
-* *Did my grant win?*  ``replay`` walks a host's live grants in ticket
-  order, the order in which they committed (H1): a grant whose verdict is
-  already recorded as won counts; an undecided one wins when it fits on top
-  of the host's usage and the winners before it, and loses otherwise, so a
-  loser that has not yet withdrawn never counts against later grants (H6).
-
-Why verdicts are recorded rather than replayed from scratch each time: a
-replay that re-decides every undecided grant from the *current* usage is not
-stable.  If capacity is freed between two replays (an instance is released,
-a winner is withdrawn), an early grant that lost in one replay can win in
-the next and push out a later grant that had already won; both builds then
-land on the host.  So the first replay that decides a grant records the
-verdict, and every later replay takes recorded verdicts as they are.
+*Does the grant hold?*  A node can take a request when its usage plus its
+live grants plus the request stays within its limit in every dimension
+(``resources.HostState.fits``).  The data layer evaluates exactly this rule
+inside the grant's own ``UPDATE`` of the node's row, on the latest committed
+row under its lock, so the decision and the write are one step and no
+later reader can see a grant that should not have been made (H1, H2, H6).
+The same rule re-checks a claim that arrives without a live grant (H5).
 """
 
 import dataclasses
 import heapq
+import random
 
-from grant_scheduler.db import models
-
-
-@dataclasses.dataclass(frozen=True)
-class LiveGrant:
-    """A grant as the verifier reads it back."""
-
-    id: int
-    ticket: int
-    resources: object
-    state: str
-
-
-@dataclasses.dataclass(frozen=True)
-class Replay:
-    """The outcome of walking one host's live grants in ticket order."""
-
-    verdicts: dict
-    """``{grant id: True (won) or False (lost)}`` for undecided grants."""
-
-    committed: object
-    """Usage plus every winner walked (a ``Resources``)."""
-
-
-def replay(used, limit, grants):
-    """Decide the undecided grants among ``grants`` (see module doc).
-
-    :param used: the host's usage (``Resources``), consumed grants included.
-    :param limit: the host's limit (``Resources``).
-    :param grants: live (pending or won) grants on the host.
-    :returns: a ``Replay``.
-    """
-    verdicts = {}
-    committed = used
-    for grant in sorted(grants, key=lambda g: g.ticket):
-        if grant.state == models.GRANT_WON:
-            committed = committed + grant.resources
-        elif grant.state == models.GRANT_PENDING:
-            fits = (committed + grant.resources).fits_within(limit)
-            verdicts[grant.id] = fits
-            if fits:
-                committed = committed + grant.resources
-    return Replay(verdicts=verdicts, committed=committed)
+# The states of a grant row.
+GRANT_WON = "won"
+"""Live: the capacity is promised to the instance."""
+GRANT_CONSUMED = "consumed"
+"""Counted in the node's usage by the compute host's claim."""
+GRANT_STATES = (GRANT_WON, GRANT_CONSUMED)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +35,10 @@ class Placement:
     ignore_hosts: frozenset = frozenset()
     force_hosts: frozenset = frozenset()
     force_nodes: frozenset = frozenset()
+
+    @property
+    def anywhere(self):
+        return not (self.ignore_hosts or self.force_hosts or self.force_nodes)
 
     def allows(self, state):
         if state.host in self.ignore_hosts:
@@ -86,20 +50,48 @@ class Placement:
         return True
 
 
-def weight(state):
-    """Spread: most free RAM first, then most free vCPU (Nova's default)."""
+def free_key(state):
+    """The free amounts ``Spread`` ranks by: RAM, vCPU, disk."""
     free = state.free
-    return (free.memory_mb, free.vcpus, free.disk_gb, -state.host_id)
+    return (free.memory_mb, free.vcpus, free.disk_gb)
 
 
-def best_fits(states, request, placement, count):
-    """Up to ``count`` host states that fit ``request``, best first."""
-    fitting = (s for s in states if placement.allows(s) and s.fits(request))
-    return heapq.nlargest(count, fitting, key=weight)
+class Spread:
+    """Rank nodes most free first; choose among the best few at random."""
 
+    def __init__(self, rng=None):
+        self.rng = rng or random.Random()
+        self._tiebreak = {}
 
-def pick(ranked, subset_size, rng):
-    """Choose randomly among the first ``subset_size`` of ``ranked``."""
-    if not ranked:
-        return None
-    return rng.choice(ranked[: max(1, subset_size)])
+    def _order(self, host_id):
+        order = self._tiebreak.get(host_id)
+        if order is None:
+            order = self._tiebreak[host_id] = self.rng.random()
+        return order
+
+    def best(self, states, free, amount, placement, count, exclude=()):
+        """Up to ``count`` states that fit ``amount``, best first.
+
+        :param states: ``{host id: HostState}``.
+        :param free: ``{host id: free_key(state)}``, kept beside ``states``
+            so ranking many nodes is one tight loop.
+        """
+        ram, vcpus, disk = amount.memory_mb, amount.vcpus, amount.disk_gb
+        anywhere = placement.anywhere
+        order = self._order
+        fitting = [
+            (free_ram, free_vcpus, free_disk, order(host_id), host_id)
+            for host_id, (free_ram, free_vcpus, free_disk) in free.items()
+            if free_ram >= ram
+            and free_vcpus >= vcpus
+            and free_disk >= disk
+            and host_id not in exclude
+            and (anywhere or placement.allows(states[host_id]))
+        ]
+        return [states[key[4]] for key in heapq.nlargest(count, fitting)]
+
+    def choose(self, ranked, subset_size):
+        """One of the first ``subset_size`` of ``ranked``, or None."""
+        if not ranked:
+            return None
+        return self.rng.choice(ranked[: max(1, subset_size)])

@@ -133,10 +133,23 @@ class InvalidRequest(GrantSchedulerError, ValueError):
 
 
 class NoValidHost(GrantSchedulerError):
+    """Not every instance of a request fits; nothing stays granted.
+
+    ``contention`` is True when the request lost a grant to a concurrent
+    scheduler before a fresh read of every host showed that nothing fits:
+    the capacity went to requests made at the same moment, so a retry may
+    succeed if one of them fails or is released.  False means the first
+    fresh read already found no room: the cloud is full for this request.
+    """
+
     msg_fmt = (
         "No valid host was found for %(count)d instance(s) of "
         "%(resources)s: %(reason)s."
     )
+
+    def __init__(self, message=None, contention=False, **kwargs):
+        super().__init__(message, **kwargs)
+        self.contention = contention
 
 
 class UnknownHost(GrantSchedulerError, LookupError):
@@ -149,7 +162,7 @@ class UnknownHost(GrantSchedulerError, LookupError):
 class ClaimRejected(GrantSchedulerError):
     msg_fmt = (
         "Claim for instance %(instance_uuid)s on host %(host)s node %(node)s "
-        "rejected: %(reason)s. The build should be rescheduled."
+        "rejected: %(reason)s. Build it elsewhere (reschedule)."
     )
 
 

@@ -1,43 +1,40 @@
-"""The reaper: removes grants nobody needs any more (DESIGN section 2).
+"""The reaper: removes grants and claims nobody needs any more.
 
 Idempotent and safe to run from every scheduler worker at once (H12):
-each batch re-checks its condition in the delete itself.  Expiry is the
-only decision that uses a clock, and it is the database server's.
-"""
+each batch re-checks its condition in the delete itself, and an expired
+grant leaves its node's live-grant sum in the same transaction.  Expiry is
+the only decision that uses a clock, and it is the database server's.
 
-import datetime
+Reasons, in the order they are looked for (``storage.REAP_REASONS``):
+``superseded`` (consumed: the build is counted in usage), ``expired``
+(live past ``grant_ttl``: the scheduler died or the build never came),
+``orphaned`` (the node's row is gone) and ``orphaned_claims`` (claims of a
+node that is gone).
+"""
 
 from oslo_log import log as logging
 
-from grant_scheduler.db import maintenance
+from grant_scheduler import storage
 
 LOG = logging.getLogger(__name__)
 
 
 class Reaper:
-    def __init__(self, maintenance_store, settings):
-        self.maintenance = maintenance_store
+    def __init__(self, store, settings):
+        self.store = store
         self.settings = settings
 
     def reap(self):
-        """Delete superseded, withdrawn, orphaned and expired grants.
-
-        :returns: ``{reason: number of grants deleted}`` for every reason.
-        """
-        cutoff = self.maintenance.db_now() - datetime.timedelta(
-            seconds=self.settings.grant_ttl
-        )
+        """:returns: ``{reason: rows deleted}`` for every reason."""
         limit = self.settings.reap_batch_size
         counts = {}
-        for reason in maintenance.REASONS:
+        for reason in storage.REAP_REASONS:
             counts[reason] = 0
             while True:
-                found, deleted = self.maintenance.reap_batch(
-                    reason, cutoff, limit
-                )
+                found, deleted = self.store.reap(reason, limit)
                 counts[reason] += deleted
                 if found < limit:
                     break
         if any(counts.values()):
-            LOG.info("Reaped grants: %s", counts)
+            LOG.info("Reaped: %s", counts)
         return counts

@@ -3,12 +3,10 @@
 import dataclasses
 import math
 
-from grant_scheduler import exception
-
 DIMENSIONS = ("vcpus", "memory_mb", "disk_gb")
 
 # NOTE: an amount above this is a typo or an attack, not a flavour; it also
-# keeps every sum inside a 64-bit column.
+# keeps every sum inside the 64-bit columns.
 MAX_AMOUNT = 2**40
 
 
@@ -50,37 +48,19 @@ class Resources:
             if getattr(self, name) > getattr(limit, name)
         ]
 
+    def negative(self):
+        """The dimensions in which this amount is below zero."""
+        return [name for name in DIMENSIONS if getattr(self, name) < 0]
+
     def as_dict(self):
         return dataclasses.asdict(self)
 
-
-def validated(vcpus, memory_mb, disk_gb, allow_zero=False):
-    """Resources from user input, or ``InvalidResources`` naming the value.
-
-    Amounts must be integers (``bool`` is not one), at least 1 for vCPU and
-    RAM unless ``allow_zero``, at least 0 for disk, and at most
-    ``MAX_AMOUNT``.
-    """
-    values = {"vcpus": vcpus, "memory_mb": memory_mb, "disk_gb": disk_gb}
-    for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise exception.InvalidResources(
-                name=name, value=value, reason="it must be an integer"
-            )
-        minimum = 0 if (allow_zero or name == "disk_gb") else 1
-        if value < minimum:
-            raise exception.InvalidResources(
-                name=name,
-                value=value,
-                reason="it must be at least %d" % minimum,
-            )
-        if value > MAX_AMOUNT:
-            raise exception.InvalidResources(
-                name=name,
-                value=value,
-                reason="it must be at most %d" % MAX_AMOUNT,
-            )
-    return Resources(**values)
+    def __str__(self):
+        return "%d vCPU, %d MB RAM, %d GB disk" % (
+            self.vcpus,
+            self.memory_mb,
+            self.disk_gb,
+        )
 
 
 NOTHING = Resources()
@@ -113,23 +93,25 @@ def _scaled(amount, ratio):
 
 @dataclasses.dataclass
 class HostState:
-    """One host as a scheduler sees it: capacity, usage and promises."""
+    """One node as a scheduler sees it: capacity, usage and promises.
+
+    ``limit`` is stored with the row (``Capacity.limit`` of its capacity),
+    so the database can compare against it in the grant's own ``UPDATE``.
+    """
 
     host_id: int
     host: str
     node: str
     capacity: Capacity
     used: Resources
-    granted: Resources = Resources()
-    """Live grants on the host, won or undecided."""
-    pending: Resources = Resources()
-    """The undecided part of ``granted``."""
+    granted: Resources = NOTHING
+    """Live grants on the node (won, not yet consumed)."""
     node_uuid: str = None
-    generation: int = 0
+    limit: Resources = None
 
-    @property
-    def limit(self):
-        return self.capacity.limit()
+    def __post_init__(self):
+        if self.limit is None:
+            self.limit = self.capacity.limit()
 
     @property
     def free(self):
@@ -137,8 +119,3 @@ class HostState:
 
     def fits(self, request):
         return (self.used + self.granted + request).fits_within(self.limit)
-
-    def fits_if_undecided_lose(self, request):
-        """Would ``request`` fit were every undecided grant to lose?"""
-        committed = self.used + self.granted - self.pending
-        return (committed + request).fits_within(self.limit)

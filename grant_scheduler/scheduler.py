@@ -1,16 +1,29 @@
 """The scheduler side of the grants protocol.
 
-Per request (DESIGN section 2): take the baseline view of every host minus
-live grants (from this process's ``view.ViewCache``, which reads only the
-host rows that changed); per instance, pick randomly among the best fits,
-write a grant, verify it in a fresh transaction after its commit, and fall
-over to the next host when it lost, folding what the verification read
-revealed into the view.  A multi-instance request is all-or-nothing (H11).
+Per request (DESIGN section 2): take the view of every node (its usage and
+live grants are one row, from this process's ``view.ViewCache``); per
+instance, choose randomly among the best fits (``decision.Spread``) and
+take a grant there.  The grant is decided by the database in the write
+itself (``storage.Store.grant``): it is written only if it fits on the
+node's latest committed row, under that row's lock.  A grant that does not
+fit is never written; the node's row as the write found it is folded into
+the view and the cache, and the instance falls over to the next node.
+
+After ``max_fallovers`` lost grants in a row, or when nothing in the view
+fits, every node is read again and the request goes on with that view:
+NoValidHost is answered only when a read begun after the last lost grant
+shows that nothing fits (I2).  Every lost grant means another writer
+changed that node after this request last read it, so a request does work
+in proportion to the competition it meets, and some writer makes progress
+with each of its fall-overs (I3).
+
+A multi-instance request is all-or-nothing (H11): on any failure every
+grant it took, and one whose commit may have landed unacknowledged, is
+withdrawn before the error leaves ``schedule``.
 """
 
 import dataclasses
 import os
-import random
 import socket
 import uuid
 
@@ -20,6 +33,7 @@ from grant_scheduler import decision
 from grant_scheduler import exception
 from grant_scheduler import injection
 from grant_scheduler import resources as gs_resources
+from grant_scheduler import validate
 from grant_scheduler import view as gs_view
 
 LOG = logging.getLogger(__name__)
@@ -52,21 +66,14 @@ class Request:
         """Validate user input into a ``Request``.
 
         :raises InvalidResources: an amount is not a positive integer.
-        :raises InvalidRequest: the instance count or uuids are wrong.
+        :raises InvalidRequest: a count, uuid, name or list is wrong.
         """
-        amount = gs_resources.validated(vcpus, memory_mb, disk_gb)
+        amount = validate.resources(vcpus, memory_mb, disk_gb)
+        if num_instances is not None:
+            validate.count("num_instances", num_instances, minimum=1)
         if instance_uuids is None:
-            count = 1 if num_instances is None else num_instances
-            if isinstance(count, bool) or not isinstance(count, int):
-                raise exception.InvalidRequest(
-                    reason="num_instances %r is not an integer" % (count,)
-                )
-            if count < 1:
-                raise exception.InvalidRequest(
-                    reason="num_instances must be at least 1, not %d" % count
-                )
-            instance_uuids = [None] * count
-        instance_uuids = tuple(instance_uuids)
+            instance_uuids = (None,) * (num_instances or 1)
+        instance_uuids = validate.instance_uuids(instance_uuids)
         if not instance_uuids:
             raise exception.InvalidRequest(reason="no instance uuids given")
         if num_instances is not None and num_instances != len(instance_uuids):
@@ -77,18 +84,17 @@ class Request:
         known = [u for u in instance_uuids if u is not None]
         if len(set(known)) != len(known):
             raise exception.InvalidRequest(reason="instance uuids repeat")
-        if num_alternates < 0:
-            raise exception.InvalidRequest(reason="num_alternates < 0")
         return cls(
             resources=amount,
             instance_uuids=instance_uuids,
-            request_id=request_id or "req-%s" % uuid.uuid4(),
+            request_id=validate.name("request_id", request_id, optional=True)
+            or "req-%s" % uuid.uuid4(),
             placement=decision.Placement(
-                ignore_hosts=frozenset(ignore_hosts or ()),
-                force_hosts=frozenset(force_hosts or ()),
-                force_nodes=frozenset(force_nodes or ()),
+                ignore_hosts=validate.names("ignore_hosts", ignore_hosts, "host"),
+                force_hosts=validate.names("force_hosts", force_hosts, "host"),
+                force_nodes=validate.names("force_nodes", force_nodes, "node"),
             ),
-            num_alternates=num_alternates,
+            num_alternates=validate.count("num_alternates", num_alternates),
         )
 
 
@@ -116,7 +122,7 @@ class Counters:
     no_valid_host: int = 0
     attempts: int = 0
     conflicts: int = 0
-    settles: int = 0
+    full_reads: int = 0
 
 
 def default_name():
@@ -130,105 +136,124 @@ class Scheduler:
         self.store = store
         self.settings = settings
         self.name = name or default_name()
-        self.rng = rng or random.Random()
         self.hooks = hooks or injection.NO_HOOKS
         self.counters = Counters()
         self.view_cache = gs_view.ViewCache(
             store,
             resync_interval=settings.view_resync_interval,
             overlap=settings.view_overlap,
+            spread=decision.Spread(rng),
         )
+
+    def view(self, view_cls=gs_view.View):
+        """This request's view, from the cache (one read of what changed)."""
+        return self.view_cache.view(view_cls=view_cls)
 
     def schedule(self, request, view=None):
         """Place every instance of ``request`` or none of them.
 
-        :param view: a ``view.View`` to rank hosts with; by default one
+        :param view: a ``view.View`` to rank nodes with; by default one
             from this scheduler's cache (Nova's adapter passes a view that
-            runs Nova's filters and weighers).
+            runs Nova's filters and weighers over the cache's rows).
         :returns: one ``Selection`` per instance, in order.
         :raises NoValidHost: some instance could not be placed; every grant
-            the request wrote has been withdrawn.
+            the request took has been withdrawn.
         """
         self.counters.requests += 1
         if view is None:
-            view = self.view_cache.view()
+            view = self.view()
         self.hooks.fire("view_loaded", request=request)
         selections = []
+        taken = []
         try:
             for instance_uuid in request.instance_uuids:
-                selections.append(self._place(view, request, instance_uuid))
-        except exception.NoValidHost:
-            self.counters.no_valid_host += 1
-            self._withdraw(selections)
+                selections.append(
+                    self._place(view, request, instance_uuid, taken)
+                )
+            self.hooks.fire("before_answer", selections=selections)
+        except BaseException as exc:
+            if isinstance(exc, exception.NoValidHost):
+                self.counters.no_valid_host += 1
+            self._withdraw(request, taken)
             raise
-        except BaseException:
-            self._withdraw(selections)
-            raise
-        self.hooks.fire("before_answer", selections=selections)
         self.counters.placed += len(selections)
         return selections
 
-    def _withdraw(self, selections):
-        if selections:
+    def _withdraw(self, request, taken):
+        """Best effort, and idempotent: a grant not there is skipped."""
+        for host_id, ticket in taken:
+            try:
+                self.store.withdraw(host_id, ticket, request.resources)
+            except Exception:
+                LOG.warning(
+                    "Could not withdraw grant %s on node %s of request %s; "
+                    "it holds its capacity until it expires",
+                    ticket,
+                    host_id,
+                    request.request_id,
+                    exc_info=True,
+                )
+        if taken:
             LOG.debug(
-                "Withdrawing %d grant(s) of an unplaceable request",
-                len(selections),
+                "Withdrew the grants of unplaced request %s", request.request_id
             )
-            self.store.withdraw([s.grant_id for s in selections])
 
-    def _place(self, view, request, instance_uuid):
+    def _refresh(self, view):
+        """Read every node again into the cache and ``view``."""
+        self.view_cache.refresh(full=True)
+        self.counters.full_reads += 1
+        view.reload(self.view_cache.states())
+
+    def _place(self, view, request, instance_uuid, taken):
         amount = request.resources
-        fallovers = 0
+        subset = self.settings.host_subset_size
+        losses = 0
+        lost_any = False
         while True:
-            ranked = view.ranked(request, self.settings.host_subset_size)
-            if not ranked:
-                ranked = self._reload_or_settle(view, request)
-            chosen = decision.pick(
-                ranked, self.settings.host_subset_size, self.rng
-            )
+            chosen = None
+            if losses < self.settings.max_fallovers:
+                chosen = view.choose(request, subset)
+            if chosen is None:
+                self._refresh(view)
+                losses = 0
+                chosen = view.choose(request, subset)
+                if chosen is None:
+                    raise self._no_valid_host(view, request, lost_any)
             self.counters.attempts += 1
-            inserted = self.store.insert_grant(
+            outcome = self.store.grant(
                 chosen.host_id,
                 amount,
                 self.name,
                 instance_uuid,
                 request.request_id,
+                self.settings.grant_ttl,
+                taken,
                 before_commit=self._hook("grant_inserted", chosen),
             )
-            if inserted is None:
-                view.forget(chosen.host_id)
-                continue
-            grant_id, ticket = inserted
-            self.hooks.fire("grant_committed", host=chosen.host, ticket=ticket)
-            won, fresh = self.store.verify_grant(
-                grant_id, chosen.host_id, ticket
+            self.hooks.fire(
+                "grant_verified", host=chosen.host, won=outcome.won
             )
-            self.hooks.fire("grant_verified", host=chosen.host, won=won)
-            if won:
+            if outcome.won:
+                self.hooks.fire(
+                    "grant_committed", host=chosen.host, ticket=outcome.ticket
+                )
                 view.consume(chosen, amount)
                 return Selection(
                     instance_uuid=instance_uuid,
                     host=chosen.host,
                     node=chosen.node,
                     node_uuid=chosen.node_uuid,
-                    grant_id=grant_id,
-                    ticket=ticket,
+                    grant_id=outcome.grant_id,
+                    ticket=outcome.ticket,
                     resources=amount,
                     alternates=view.alternates(request, chosen),
                 )
             self.counters.conflicts += 1
-            view.replace(chosen.host_id, fresh)
-            fallovers += 1
-            if fallovers > self.settings.max_fallovers:
-                raise exception.NoValidHost(
-                    count=len(request.instance_uuids),
-                    resources=amount,
-                    reason="gave up after %d fall-overs (max_fallovers)"
-                    % self.settings.max_fallovers,
-                )
-            LOG.debug(
-                "Grant on %s lost to an earlier one; falling over", chosen.host
-            )
+            losses += 1
+            lost_any = True
+            view.replace(chosen.host_id, outcome.state)
+            self.view_cache.fold(chosen.host_id, outcome.state)
+            LOG.debug("%s no longer fits %s; falling over", chosen.host, amount)
 
     def _hook(self, point, chosen):
         def fire(**info):
@@ -236,28 +261,23 @@ class Scheduler:
 
         return fire
 
-    def _reload_or_settle(self, view, request):
-        """Nothing fits in the view: look again before saying NoValidHost.
-
-        The view may be stale (grants withdrawn, instances released) and
-        undecided grants may yet lose; decide those on the hosts where they
-        alone stand in the way, then look once more (DESIGN I2).
-        """
-        view.reload(self.store.load_view())
-        ranked = view.ranked(request, self.settings.host_subset_size)
-        if ranked:
-            return ranked
-        blocked = view.blocked_by_undecided(request)
-        if blocked:
-            for host_id in blocked:
-                self.counters.settles += 1
-                self.store.settle_host(host_id)
-            view.reload(self.store.load_view())
-            ranked = view.ranked(request, self.settings.host_subset_size)
-            if ranked:
-                return ranked
-        raise exception.NoValidHost(
+    @staticmethod
+    def _no_valid_host(view, request, contention):
+        placement = request.placement
+        known_hosts = {s.host for s in view.states()}
+        known_nodes = {s.node for s in view.states()}
+        unknown = sorted(placement.force_hosts - known_hosts) + sorted(
+            placement.force_nodes - known_nodes
+        )
+        if unknown:
+            reason = "the forced host or node %s is not known" % ", ".join(
+                unknown
+            )
+        else:
+            reason = "no host has room for it"
+        return exception.NoValidHost(
             count=len(request.instance_uuids),
             resources=request.resources,
-            reason="no host has room for it",
+            reason=reason,
+            contention=contention,
         )

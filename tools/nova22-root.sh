@@ -60,6 +60,9 @@ PACKAGES=(
     python3-setuptools
     # the benchmark's plots (tests/functional/test_bench.py)
     python3-matplotlib
+    # the benchmark's tables and progress bar (requirements.txt)
+    python3-tabulate
+    python3-tqdm
 )
 
 log() { printf '[nova22-root] %s\n' "$*" >&2; }

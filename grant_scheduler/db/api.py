@@ -5,27 +5,47 @@ which inside Nova is bound to Nova's own ``[database]`` (DESIGN H10).  The
 engine starts lazily, on the first transaction, so a driver built before
 nova-scheduler forks its workers opens no connection in the parent (H9).
 
-Every transaction is short and explicit: ``with db.writer() as conn`` or
-``with db.reader() as conn`` yields a SQLAlchemy Core connection inside one
-transaction that commits when the block ends.  Functions that write are
-wrapped in ``retry``, above the transaction, so that a deadlock, a Galera
-certification failure or a dropped connection is retried in a fresh
-transaction (H8).
+Transactions are short and explicit: ``with db.writer() as conn`` and
+``with db.reader() as conn`` yield a SQLAlchemy Core connection inside one
+transaction; a writer commits when the block ends, a reader is rolled back
+(it wrote nothing).  ``db.transactional(fn)`` runs ``fn(conn, ...)`` in one
+and retries it with ``oslo_db.api.wrap_db_retry``, above the transaction, so
+a deadlock, a Galera certification failure, a lost connection or a lost
+conditional update (``RetryRequest``) is tried again in a fresh transaction
+(H8).  The retry policy is ``[grant_scheduler_database] db_max_retries`` and
+friends.  The engine is started *outside* the retries: a database that is
+unreachable from the start fails at once instead of after every retry.
+
+Errors leave this module as oslo.db raised them; ``grant_scheduler.api``
+translates them once, at the edge, into the project's exceptions.
+
+Per backend, what every connection is given:
+
+MySQL and MariaDB
+    ``READ COMMITTED``: each statement sees what committed before it, as on
+    PostgreSQL, so no snapshot taken early in a transaction can hide a
+    grant (H2) and InnoDB takes no gap locks for plain searches.  The
+    ``utf8mb4`` character set, as the tables use.  ``wsrep_sync_wait`` when
+    ``mysql_wsrep_sync_wait`` is set, also on oslo.db releases without that
+    option; and a warning at start on a Galera node running without it.
+SQLite
+    A long busy timeout, WAL, and writers that ``BEGIN IMMEDIATE``.
 """
 
 import contextlib
 import contextvars
-import functools
 
 import sqlalchemy as sa
 from oslo_db import api as oslo_db_api
 from oslo_db import exception as db_exc
+from oslo_db import options as oslo_db_options
 from oslo_db.sqlalchemy import enginefacade
 from oslo_log import log as logging
 from sqlalchemy.ext import compiler as sa_compiler
 
 from grant_scheduler import exception
 from grant_scheduler.conf import database as db_conf
+from grant_scheduler.db import sa_compat
 
 LOG = logging.getLogger(__name__)
 
@@ -35,87 +55,76 @@ SQLITE_BUSY_TIMEOUT_MS = 60000
 
 _SQLITE_WRITER = contextvars.ContextVar("gs_sqlite_writer", default=False)
 
+_OSLO_DB_OPTIONS = {opt.dest for opt in oslo_db_options.database_opts}
+
 
 @enginefacade.transaction_context_provider
 class _Context:
     """A throw-away context: each transaction gets its own."""
 
 
-class utcnow(sa.sql.functions.FunctionElement):
-    """The database server's current UTC time, with sub-second precision.
+class server_utc(sa.sql.functions.FunctionElement):
+    """The database server's UTC time plus an offset in microseconds.
 
-    Used for the grant's ``created_at`` and for expiry, never to decide
-    which grant wins (DESIGN H1, H8).
+    Every timestamp the protocol writes or compares (grant creation and
+    expiry, claims, the view's change stamps) comes from here, never from
+    a scheduler's clock, and none decides which grant wins (DESIGN H1, H8).
+    Build it with ``Database.now()``.
     """
 
     type = sa.DateTime()
+    name = "server_utc"
     inherit_cache = True
 
 
-@sa_compiler.compiles(utcnow)
-def _utcnow_default(element, compiler, **kw):
+def _offset(compiler, element, kw):
+    return compiler.process(element.clauses, **kw)
+
+
+@sa_compiler.compiles(server_utc)
+def _utc_default(element, compiler, **kw):
     return "CURRENT_TIMESTAMP"
 
 
-@sa_compiler.compiles(utcnow, "mysql")
-def _utcnow_mysql(element, compiler, **kw):
-    return "UTC_TIMESTAMP(6)"
+@sa_compiler.compiles(server_utc, "mysql")
+def _utc_mysql(element, compiler, **kw):
+    return "(UTC_TIMESTAMP(6) + INTERVAL %s MICROSECOND)" % _offset(
+        compiler, element, kw
+    )
 
 
-@sa_compiler.compiles(utcnow, "postgresql")
-def _utcnow_postgresql(element, compiler, **kw):
-    return "(CLOCK_TIMESTAMP() AT TIME ZONE 'UTC')"
+@sa_compiler.compiles(server_utc, "postgresql")
+def _utc_postgresql(element, compiler, **kw):
+    return (
+        "((CLOCK_TIMESTAMP() AT TIME ZONE 'UTC') + "
+        "CAST(%s AS BIGINT) * INTERVAL '1 microsecond')"
+        % _offset(compiler, element, kw)
+    )
 
 
-@sa_compiler.compiles(utcnow, "sqlite")
-def _utcnow_sqlite(element, compiler, **kw):
+@sa_compiler.compiles(server_utc, "sqlite")
+def _utc_sqlite(element, compiler, **kw):
     # NOTE: SQLite's clock has millisecond precision; pad to the six digits
-    # SQLAlchemy's SQLite DATETIME expects so comparisons stay textual.
-    return "(STRFTIME('%Y-%m-%d %H:%M:%f', 'now') || '000')"
+    # SQLAlchemy's SQLite DATETIME stores, so comparisons stay textual.
+    return (
+        "(STRFTIME('%Y-%m-%d %H:%M:%f', 'now', "
+        "PRINTF('%+.6f seconds', " + _offset(compiler, element, kw) + " / 1000000.0)) || '000')"
+    )
 
 
-def _is_transient(exc):
+def _is_retryable(exc):
     """Errors worth a fresh transaction besides deadlocks and disconnects."""
-    if isinstance(exc, exception.DatabaseUnavailable):
-        # Lost after this process had connected (a killed connection, a
-        # server restart, a Galera node leaving): worth retrying.  A
-        # database unreachable from the start fails at once instead.
-        return exc.transient
-    if isinstance(exc, db_exc.DBConsistencyError):
-        # MariaDB with innodb_snapshot_isolation: "Record has changed since
-        # last read", the same conflict a deadlock reports.
+    consistency = getattr(db_exc, "DBConsistencyError", None)
+    if consistency is not None and isinstance(exc, consistency):
+        # NOTE: MariaDB with innodb_snapshot_isolation reports "Record has
+        # changed since last read", the conflict a deadlock reports.
         return True
     if isinstance(exc, db_exc.DBError) and exc.inner_exception is not None:
         exc = exc.inner_exception
     return "database is locked" in str(exc)
 
 
-def retry(fn):
-    """Retry ``fn`` in a fresh transaction on deadlock or disconnect.
-
-    Put it above the function that opens the transaction, never inside one.
-    """
-    return oslo_db_api.wrap_db_retry(
-        max_retries=30,
-        retry_interval=0.005,
-        inc_retry_interval=True,
-        max_retry_interval=0.5,
-        retry_on_deadlock=True,
-        retry_on_disconnect=True,
-        exception_checker=_is_transient,
-        jitter=True,
-    )(fn)
-
-
 def _prepare_sqlite(engine):
-    """Give SQLite the transaction behaviour the protocol relies on.
-
-    Writer transactions begin IMMEDIATE, taking the write lock before their
-    first read, so a read-then-write transaction cannot interleave with
-    another writer; readers begin DEFERRED and, in WAL mode, do not block
-    writers.
-    """
-
     @sa.event.listens_for(engine, "connect")
     def _connect(dbapi_connection, connection_record):
         cursor = dbapi_connection.cursor()
@@ -124,33 +133,82 @@ def _prepare_sqlite(engine):
             cursor.execute("PRAGMA journal_mode = WAL")
         cursor.close()
 
-    # NOTE: replaces oslo.db's own "begin" listener, which always emits a
-    # deferred BEGIN; the marker it keeps in conn.info is kept the same so
-    # its commit and rollback listeners still clear it.
-    for listener in list(engine.dispatch.begin):
-        if getattr(listener, "__name__", "") == "_sqlite_emit_begin":
-            sa.event.remove(engine, "begin", listener)
-
-    @sa.event.listens_for(engine, "begin")
-    def _begin(conn):
-        if "in_transaction" not in conn.info:
-            immediate = _SQLITE_WRITER.get()
-            conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+    # NOTE(sqlite-begin): oslo.db turns pysqlite's own transaction handling
+    # off and emits a deferred BEGIN from its "begin" listener unless
+    # conn.info holds "in_transaction" (its commit and rollback listeners
+    # clear it).  A writer's connection begins IMMEDIATE here instead, as
+    # it is handed out and before any transaction starts, taking the write
+    # lock before its first read, so a read-then-write transaction cannot
+    # interleave with another writer; readers stay DEFERRED and, in WAL
+    # mode, never block writers.  The BEGIN goes to the driver directly:
+    # SQLAlchemy would begin a transaction of its own around it.
+    @sa.event.listens_for(engine, "engine_connect")
+    def _begin_writer(conn, *branch):
+        if branch and branch[0]:
+            return  # a 1.3 branch of a connection already handed out
+        if _SQLITE_WRITER.get() and "in_transaction" not in conn.info:
+            cursor = conn.connection.cursor()
+            cursor.execute("BEGIN IMMEDIATE")
+            cursor.close()
             conn.info["in_transaction"] = True
 
 
-def _on_engine_create(engine):
-    if engine.dialect.name == "sqlite":
-        _prepare_sqlite(engine)
+def _prepare_mysql(engine, wsrep_sync_wait):
+    @sa.event.listens_for(engine, "connect")
+    def _connect(dbapi_connection, connection_record):
+        cursor = dbapi_connection.cursor()
+        cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+        if wsrep_sync_wait:
+            cursor.execute("SET SESSION wsrep_sync_wait = %d" % wsrep_sync_wait)
+        cursor.close()
+
+
+def _warn_galera_without_causal_reads(engine):
+    with engine.connect() as conn:
+        variables = dict(
+            sa_compat.execute_text(
+                conn,
+                "SHOW VARIABLES WHERE Variable_name IN "
+                "('wsrep_on', 'wsrep_sync_wait')",
+            ).fetchall()
+        )
+    if variables.get("wsrep_on") == "ON" and variables.get(
+        "wsrep_sync_wait"
+    ) in ("0", None):
+        LOG.warning(
+            "grant_scheduler's database is a Galera node running without "
+            "causal reads: a scheduler's view, a compute host's claim and "
+            "the checker may read another node's commit late.  Grants stay "
+            "safe (each is decided by a write that Galera certifies), but "
+            "set [%s] mysql_wsrep_sync_wait = 1 to avoid needless "
+            "fall-overs and rejected claims.",
+            db_conf.GROUP_NAME,
+        )
+
+
+def _with_mysql_charset(url):
+    # NOTE: the tables are utf8mb4; a utf8 (3-byte) connection cannot send
+    # a four-byte character and MariaDB reports "Illegal mix of collations".
+    if url.get_backend_name() != "mysql" or "charset" in url.query:
+        return url
+    return sa_compat.make_url(
+        "%s%scharset=utf8mb4"
+        % (
+            sa_compat.render_url(url, hide_password=False),
+            "&" if url.query else "?",
+        )
+    )
 
 
 class Database:
     """grant_scheduler's database: a private enginefacade and its engine."""
 
-    def __init__(self, connection, **engine_options):
+    def __init__(self, connection, retry_policy=None, **engine_options):
         """Describe a database; nothing connects until the first use.
 
         :param connection: a SQLAlchemy URL.
+        :param retry_policy: ``wrap_db_retry`` arguments (default:
+            ``conf.database.retry_policy()``).
         :param engine_options: any further oslo.db enginefacade option
             (``max_pool_size``, ``mysql_wsrep_sync_wait``, ...).
         :raises DatabaseConfigError: when the URL is missing or malformed.
@@ -159,172 +217,177 @@ class Database:
             raise exception.DatabaseConfigError(
                 url="(none)", reason="no database URL is configured"
             )
+        db_conf.check_url(connection)
         try:
-            self.url = sa.engine.make_url(connection)
+            url = sa_compat.make_url(connection)
         except sa.exc.ArgumentError as exc:
             raise exception.DatabaseConfigError(
                 url=exception.mask_url(connection), reason=str(exc)
             )
-        self.safe_url = self.url.render_as_string(hide_password=True)
+        self.url = _with_mysql_charset(url)
+        self.safe_url = exception.mask_url(
+            sa_compat.render_url(url, hide_password=False)
+        )
+        self.clock_offset = 0.0
+        """Seconds added to the server's clock wherever the protocol reads
+        it: tests move time forward with it instead of sleeping."""
+        self._retry = oslo_db_api.wrap_db_retry(
+            retry_on_deadlock=True,
+            retry_on_disconnect=True,
+            exception_checker=_is_retryable,
+            jitter=True,
+            **(retry_policy or db_conf.retry_policy()),
+        )
+        engine_options = {k: v for k, v in engine_options.items()}
+        wsrep_sync_wait = engine_options.get("mysql_wsrep_sync_wait")
+        if "mysql_wsrep_sync_wait" not in _OSLO_DB_OPTIONS:
+            engine_options.pop("mysql_wsrep_sync_wait", None)
+        else:
+            wsrep_sync_wait = None  # oslo.db sets it itself
         self._facade = enginefacade.transaction_context()
         self._facade.configure(
-            connection=connection,
+            connection=sa_compat.render_url(self.url, hide_password=False),
             **{**db_conf.CONNECT_RETRIES, **engine_options},
         )
-        self._facade.append_on_engine_create(_on_engine_create)
-        self._facade.append_on_engine_create(self._watch_connects)
-        self.connected_once = False
-        self._schema_unchecked = False
-
-    def require_current_schema(self):
-        """Check the schema revision before the first transaction.
-
-        The first ``reader()`` or ``writer()`` then raises
-        ``SchemaNotMigrated`` or ``SchemaNewerThanCode`` instead of failing
-        later on a missing table or column.
-        """
-        self._schema_unchecked = True
-
-    def _check_schema_once(self):
-        if self._schema_unchecked:
-            from grant_scheduler.db import migration  # noqa: PLC0415 - cycle
-
-            migration.check_schema(self)
-            self._schema_unchecked = False
-
-    def _watch_connects(self, engine):
-        # NOTE: oslo.db has already tested a connection when it hands over a
-        # server engine; SQLite's first connection comes later.
-        if engine.dialect.name != "sqlite":
-            self.connected_once = True
-            return
-
-        def connected(dbapi_connection, record):
-            self.connected_once = True
-
-        sa.event.listen(engine, "connect", connected, once=True)
+        self._facade.append_on_engine_create(
+            lambda engine: self._on_engine_create(engine, wsrep_sync_wait)
+        )
 
     @classmethod
     def from_conf(cls, conf):
         """Build from ``[grant_scheduler_database]`` of ``conf``."""
-        group = conf.grant_scheduler_database
-        options = {opt: group[opt] for opt in group if opt != "connection"}
-        options = {k: v for k, v in options.items() if v is not None}
-        return cls(group.connection, **options)
+        group = conf[db_conf.GROUP_NAME]
+        skip = {"connection"} | {opt.dest for opt in db_conf.retry_opts}
+        options = {
+            opt: group[opt]
+            for opt in group
+            if opt not in skip and group[opt] is not None
+        }
+        return cls(
+            group.connection,
+            retry_policy=db_conf.retry_policy(group),
+            **options,
+        )
+
+    @staticmethod
+    def _on_engine_create(engine, wsrep_sync_wait):
+        if engine.dialect.name == "sqlite":
+            _prepare_sqlite(engine)
+        elif engine.dialect.name == "mysql":
+            _prepare_mysql(engine, wsrep_sync_wait)
+            _warn_galera_without_causal_reads(engine)
 
     @property
     def dialect_name(self):
         return self.url.get_backend_name()
 
-    def _unavailable(self, exc):
-        unavailable = exception.DatabaseUnavailable(
-            url=self.safe_url, reason=_reason(exc)
-        )
-        unavailable.transient = self.connected_once
-        return unavailable
+    @property
+    def is_started(self):
+        return self._facade.is_started
 
-    @contextlib.contextmanager
-    def _translate_errors(self):
-        try:
-            yield
-        except exception.GrantSchedulerError:
-            raise  # already translated (a nested call)
-        except db_exc.DBConnectionError as exc:
-            raise self._unavailable(exc) from exc
-        except sa.exc.OperationalError as exc:
-            # NOTE: a failure to open a connection (no statement running)
-            # whose wording oslo.db's filters do not know, such as libpq's
-            # 'connection to server at ... failed: Connection refused'.
-            if exc.statement is not None:
-                raise
-            raise self._unavailable(exc) from exc
-        except db_exc.DBNonExistentDatabase as exc:
-            raise exception.DatabaseUnavailable(
-                url=self.safe_url, reason="the database does not exist"
-            ) from exc
-        except (ImportError, sa.exc.NoSuchModuleError) as exc:
-            raise exception.DatabaseConfigError(
-                url=self.safe_url,
-                reason="its driver is not installed (%s)" % exc,
-            )
-        except Exception as exc:
-            if self._facade._factory._started:
-                raise
-            # NOTE: the engine failed while starting, e.g. its first
-            # connection was cut during the driver's handshake queries
-            # (seen as NotImplementedError from PyMySQL).  The next call
-            # starts it again.
-            raise exception.DatabaseUnavailable(
-                url=self.safe_url,
-                reason="the connection failed while starting (%s)"
-                % (_reason(exc),),
-            ) from exc
+    def now(self, plus_seconds=0):
+        """The server's UTC time (plus ``plus_seconds``), as SQL."""
+        offset = round((self.clock_offset + plus_seconds) * 1000000)
+        return server_utc(sa.literal(offset, sa.BigInteger))
+
+    def start(self):
+        """Start the engine (and test a connection) if it has not started."""
+        if not self._facade.is_started:
+            self._facade.writer.get_engine()
+
+    def transactional(self, fn, writer=True):
+        """``fn(conn, *args, **kwargs)`` in one transaction, retried.
+
+        The engine is started before the retries: only a connection lost
+        after the start is retried.
+        """
+        opener = self.writer if writer else self.reader
+
+        def run(*args, **kwargs):
+            with opener() as conn:
+                return fn(conn, *args, **kwargs)
+
+        retried = self._retry(run)
+
+        def call(*args, **kwargs):
+            self.start()
+            return retried(*args, **kwargs)
+
+        return call
 
     @contextlib.contextmanager
     def connect(self):
         """A plain connection outside the enginefacade (for migrations)."""
-        with self._translate_errors():
-            with self.get_engine().connect() as conn:
-                yield conn
+        with self.get_engine().connect() as conn:
+            yield conn
 
     @contextlib.contextmanager
     def writer(self):
-        """One read-write transaction on the primary database."""
-        self._check_schema_once()
+        """One read-write transaction; it commits when the block ends."""
         token = _SQLITE_WRITER.set(True)
         try:
-            with self._translate_errors():
-                with self._facade.writer.connection.using(_Context()) as conn:
-                    yield conn
+            with self._facade.writer.connection.using(_Context()) as conn:
+                yield conn
         finally:
             _SQLITE_WRITER.reset(token)
 
     @contextlib.contextmanager
     def reader(self):
-        """One read-only transaction that sees every committed write.
-
-        It is always a new transaction, so under REPEATABLE READ its snapshot
-        starts after whatever the caller committed before (DESIGN H2).
-        """
-        self._check_schema_once()
-        with self._translate_errors():
-            with self._facade.reader.connection.using(_Context()) as conn:
-                yield conn
+        """One read-only transaction, always a new one (DESIGN H2)."""
+        with self._facade.reader.connection.using(_Context()) as conn:
+            yield conn
 
     def get_engine(self):
         """The writer engine, started on first call."""
-        with self._translate_errors():
-            return self._facade.writer.get_engine()
+        return self._facade.writer.get_engine()
 
     def dispose(self):
         """Close pooled connections (after a fork, or when done)."""
-        if self._facade._factory._started:
+        if self._facade.is_started:
             self._facade.dispose_pool()
 
 
-def _reason(exc):
+def reason(exc):
+    """The first line of the driver's message for a database error."""
     inner = getattr(exc, "inner_exception", None) or exc
     orig = getattr(inner, "orig", None) or inner
     text = str(orig).strip().splitlines()[0] if str(orig).strip() else ""
     return text or type(orig).__name__
 
 
-def transactional(mode):
-    """Decorate a method of an object with a ``db`` attribute.
+def translate(database, exc):
+    """The project's exception for a database error, or None.
 
-    The method receives a Core connection as its first argument after
-    ``self``; it is retried in a fresh transaction (see ``retry``).
+    Used once, at the API edge (``grant_scheduler.api``).
     """
-
-    def decorator(fn):
-        @functools.wraps(fn)
-        def wrapper(self, *args, **kwargs):
-            opener = self.db.writer if mode == "writer" else self.db.reader
-            with opener() as conn:
-                return fn(self, conn, *args, **kwargs)
-
-        # NOTE: readers are retried too: after a lost connection a read is
-        # simply run again; a writer's retry is a fresh transaction.
-        return retry(wrapper)
-
-    return decorator
+    if isinstance(exc, exception.GrantSchedulerError):
+        return None
+    if isinstance(exc, db_exc.DBNonExistentDatabase):
+        return exception.DatabaseUnavailable(
+            url=database.safe_url, reason="the database does not exist"
+        )
+    if isinstance(exc, db_exc.DBConnectionError):
+        return exception.DatabaseUnavailable(
+            url=database.safe_url, reason=reason(exc)
+        )
+    if isinstance(exc, sa.exc.OperationalError) and exc.statement is None:
+        # NOTE: a failure to open a connection whose wording oslo.db's
+        # filters do not know, such as libpq's "connection to server at
+        # ... failed: Connection refused".
+        return exception.DatabaseUnavailable(
+            url=database.safe_url, reason=reason(exc)
+        )
+    if isinstance(exc, (ImportError, sa.exc.NoSuchModuleError)):
+        return exception.DatabaseConfigError(
+            url=database.safe_url,
+            reason="its driver is not installed (%s)" % exc,
+        )
+    if not database.is_started and not isinstance(exc, db_exc.DBError):
+        # NOTE: the engine failed while starting, e.g. its first connection
+        # was cut during the driver's handshake (seen as NotImplementedError
+        # from PyMySQL).  The next call starts it again.
+        return exception.DatabaseUnavailable(
+            url=database.safe_url,
+            reason="the connection failed while starting (%s)" % reason(exc),
+        )
+    return None

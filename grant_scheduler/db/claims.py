@@ -1,266 +1,246 @@
-"""The compute side's SQL: claim (consume a grant) and release.
+"""SQL of ``gs_claims``: the compute side's claim and release.
 
-Mixed into ``store.Store``.  A claim moves a grant into usage in one
-transaction (DESIGN H4); without a live grant it locks the host and
-re-checks capacity (H5).  Both are idempotent per instance (H12).
+A claim moves its grant into usage in one transaction (DESIGN H4): the
+node's row is locked first (usage up, live grants down, the last-grant mark
+forward), then the grant is marked consumed and the claim row written.
+Without a grant of its own the claim is the same conditional ``UPDATE`` a
+grant is, ``HostState.fits`` evaluated by the database (H5).  The claim
+row's unique (instance, node) makes a repeated claim find the first (H12).
 """
-
-import dataclasses
-import datetime
 
 import sqlalchemy as sa
 
+from grant_scheduler import decision
 from grant_scheduler import exception
-from grant_scheduler.db import api as db_api
+from grant_scheduler import storage
 from grant_scheduler.db import models
 from grant_scheduler.db import rows
-from grant_scheduler.resources import Resources
+from grant_scheduler.db import sa_compat
+from grant_scheduler.resources import NOTHING
 
-H = models.hosts
-G = models.grants
-C = models.claims
+HOSTS = models.hosts
+GRANTS = models.grants
+CLAIMS = models.claims
+
+def _grant_columns():
+    return [
+        GRANTS.c.id.label("grant_id"),
+        GRANTS.c.ticket.label("grant_ticket"),
+        GRANTS.c.created_at.label("grant_created_at"),
+        *(column.label("grant_" + column.name) for column in rows.columns(GRANTS)),
+    ]
 
 
-class Claims:
-    """Claim and release; needs a ``db`` attribute."""
-
-    def claim(
-        self, instance_uuid, host, node, resources, ttl, before_commit=None
-    ):
-        """Count an instance in its host's usage, consuming its grant.
-
-        Idempotent per (instance, host): a second claim returns the first.
-        ``before_commit()``, if given, runs once a grant's consumption is
-        written and not yet committed (an injection point for tests).
-
-        :returns: a ``ClaimOutcome``.
-        :raises UnknownHost: no row for ``host``/``node``.
-        :raises ClaimRejected: no live grant and the instance does not fit
-            (DESIGN H5).
-        """
-        outcome = self._claim_by_grant(
-            instance_uuid, host, node, resources, ttl, before_commit
-        )
-        if outcome is None:
-            outcome = self._claim_by_recheck(
-                instance_uuid, host, node, resources
+def _node_and_grant(conn, host, node, on):
+    """The node's id and its oldest live grant matching ``on`` (or None)."""
+    query = (
+        sa_compat.select(HOSTS.c.id, *_grant_columns())
+        .select_from(
+            HOSTS.outerjoin(
+                GRANTS,
+                sa.and_(
+                    GRANTS.c.host_id == HOSTS.c.id,
+                    GRANTS.c.state == decision.GRANT_WON,
+                    on,
+                ),
             )
-        return outcome
-
-    @db_api.transactional("writer")
-    def _claim_by_grant(
-        self, conn, instance_uuid, host, node, resources, ttl, before_commit
-    ):
-        """The common case: consume a live grant.  None when there is none.
-
-        No host lock is needed: the grant already holds the capacity, and
-        moving it into usage is one transaction (DESIGN H4).
-        """
-        row = conn.execute(
-            sa.select(H.c.id).where(H.c.host == host, H.c.node == node)
-        ).first()
-        if row is None:
-            raise exception.UnknownHost(host=host, node=node)
-        found = _existing_or_grant(conn, row.id, instance_uuid, resources)
-        if isinstance(found, ClaimOutcome):
-            return found
-        grant = found
-        if grant is None:
-            return None
-        now = conn.execute(sa.select(db_api.utcnow())).scalar()
-        expired = grant.created_at < now - datetime.timedelta(seconds=ttl)
-        amount = rows.resources_of(grant)
-        if expired or (resources is not None and resources != amount):
-            return None
-        _consume(conn, grant)
-        conn.execute(
-            H.update()
-            .where(H.c.id == row.id)
-            .values(**_advance_mark(grant), **rows.add_usage(amount))
         )
-        insert_claim(conn, instance_uuid, row.id, amount, grant.ticket)
-        if before_commit is not None:
-            before_commit()
-        return ClaimOutcome(amount, grant.ticket, "grant")
-
-    @db_api.transactional("writer")
-    def _claim_by_recheck(self, conn, instance_uuid, host, node, resources):
-        """No live grant: lock the host, re-check capacity, then claim.
-
-        The lock is the transaction's first statement so that, on InnoDB,
-        the snapshot every later read uses starts after it is granted.
-        """
-        locked = conn.execute(
-            H.update()
-            .where(H.c.host == host, H.c.node == node)
-            .values(ticket=H.c.ticket + 1)
-        )
-        if locked.rowcount != 1:
-            raise exception.UnknownHost(host=host, node=node)
-        host_id = conn.execute(
-            sa.select(H.c.id).where(H.c.host == host, H.c.node == node)
-        ).scalar()
-        found = _existing_or_grant(conn, host_id, instance_uuid, resources)
-        if isinstance(found, ClaimOutcome):
-            return found
-        grant = found
-        if resources is None:
-            if grant is None:
-                raise exception.ClaimRejected(
-                    instance_uuid=instance_uuid,
-                    host=host,
-                    node=node,
-                    reason="there is no grant for it and no resources were "
-                    "given to re-check capacity with",
-                )
-            resources = rows.resources_of(grant)
-        exclude = grant.id if grant is not None else None
-        row, others = rows.host_with_live_grants(
-            conn, host_id, exclude_id=exclude
-        )
-        state = rows.host_state(row)
-        for other in others:
-            state.granted = state.granted + other.resources
-        if not state.fits(resources):
-            short = (state.used + state.granted + resources).exceeded(
-                state.limit
-            )
-            raise exception.ClaimRejected(
-                instance_uuid=instance_uuid,
-                host=host,
-                node=node,
-                reason="it has no live grant and %s does not fit (short in %s)"
-                % (resources, ", ".join(short)),
-            )
-        mark = {}
-        if grant is not None:
-            _consume(conn, grant)
-            mark = _advance_mark(grant)
-        conn.execute(
-            H.update()
-            .where(H.c.id == host_id)
-            .values(**mark, **rows.add_usage(resources))
-        )
-        ticket = grant.ticket if grant is not None else None
-        insert_claim(conn, instance_uuid, host_id, resources, ticket)
-        return ClaimOutcome(resources, ticket, "recheck")
-
-    @db_api.transactional("writer")
-    def release(self, conn, instance_uuid, host, node):
-        """Remove an instance from its host's usage; False if not claimed."""
-        row = conn.execute(
-            sa.select(C)
-            .join(H, H.c.id == C.c.host_id)
-            .where(
-                C.c.instance_uuid == instance_uuid,
-                H.c.host == host,
-                H.c.node == node,
-            )
-        ).first()
-        if row is None:
-            return False
-        if conn.execute(C.delete().where(C.c.id == row.id)).rowcount != 1:
-            raise rows.retry_request()
-        conn.execute(
-            H.update()
-            .where(H.c.id == row.host_id)
-            .values(**rows.add_usage(rows.resources_of(row), sign=-1))
-        )
-        return True
-
-
-@dataclasses.dataclass(frozen=True)
-class ClaimOutcome:
-    """What a claim did: ``how`` is grant, recheck or existing."""
-
-    resources: Resources
-    grant_ticket: int
-    how: str
-
-
-def _existing_or_grant(conn, host_id, instance_uuid, resources):
-    """The instance's claim on this host as a ``ClaimOutcome`` if it has
-    one (a repeated claim), else its grant row (or None)."""
-    existing = conn.execute(
-        sa.select(C).where(
-            C.c.instance_uuid == instance_uuid, C.c.host_id == host_id
-        )
-    ).first()
-    if existing is not None:
-        return ClaimOutcome(
-            rows.resources_of(existing), existing.grant_ticket, "existing"
-        )
-    return _find_grant(conn, host_id, instance_uuid, resources)
-
-
-def insert_claim(conn, instance_uuid, host_id, amount, ticket):
-    conn.execute(
-        C.insert().values(
-            instance_uuid=instance_uuid,
-            host_id=host_id,
-            vcpus=amount.vcpus,
-            memory_mb=amount.memory_mb,
-            disk_gb=amount.disk_gb,
-            grant_ticket=ticket,
-            created_at=db_api.utcnow(),
-        )
+        .where(sa.and_(HOSTS.c.host == host, HOSTS.c.node == node))
+        .order_by(GRANTS.c.ticket)
+        .limit(1)
     )
+    row = conn.execute(query).first()
+    if row is None:
+        raise exception.UnknownHost(host=host, node=node)
+    return row.id, (row if row.grant_id is not None else None)
 
 
-def _find_grant(conn, host_id, instance_uuid, resources):
-    """The instance's won grant on this host, else the seed's fallback.
+def _find_grant(conn, instance_uuid, host, node, resources, request_id):
+    """The instance's live grant on the node, else the seed's fallback.
 
-    The fallback, for grants written without an instance uuid, is the oldest
-    won grant on the host for exactly these resources.
+    The fallback, for grants written without an instance uuid (Nova 13-14
+    multi-create), is the oldest such grant of the *same request* for
+    exactly these resources; another request's grant is never taken.
     """
-    won = sa.and_(G.c.host_id == host_id, G.c.state == models.GRANT_WON)
-    grant = conn.execute(
-        sa.select(G)
-        .where(won, G.c.instance_uuid == instance_uuid)
-        .order_by(G.c.ticket)
-        .limit(1)
-    ).first()
-    if grant is not None or resources is None:
-        return grant
-    return conn.execute(
-        sa.select(G)
-        .where(
-            won,
-            G.c.instance_uuid.is_(None),
-            G.c.vcpus == resources.vcpus,
-            G.c.memory_mb == resources.memory_mb,
-            G.c.disk_gb == resources.disk_gb,
-        )
-        .order_by(G.c.ticket)
-        .limit(1)
-    ).first()
-
-
-def _consume(conn, grant):
-    result = conn.execute(
-        G.update()
-        .where(G.c.id == grant.id, G.c.state == models.GRANT_WON)
-        .values(state=models.GRANT_CONSUMED, consumed_at=db_api.utcnow())
+    host_id, grant = _node_and_grant(
+        conn, host, node, GRANTS.c.instance_uuid == instance_uuid
     )
-    if result.rowcount != 1:
-        raise rows.retry_request()
+    if grant is None and request_id is not None and resources is not None:
+        _, grant = _node_and_grant(
+            conn,
+            host,
+            node,
+            sa.and_(
+                GRANTS.c.instance_uuid.is_(None),
+                GRANTS.c.request_id == request_id,
+                *(
+                    GRANTS.c[name] == value
+                    for name, value in resources.as_dict().items()
+                ),
+            ),
+        )
+    return host_id, grant
 
 
 def _advance_mark(grant):
-    """Move the host's last-grant mark forward to ``grant``, never back.
+    """Move the node's last-grant mark forward to ``grant``, never back.
 
     NOTE: MySQL evaluates SET assignments left to right, so the second one
-    may see ``last_grant_ticket`` already moved to ``grant.ticket``;
-    PostgreSQL and SQLite see the old value.  ``<=`` gives the same result
-    either way (at equality the mark is this very grant).
+    may see ``last_grant_ticket`` already moved to this ticket; PostgreSQL
+    and SQLite see the old value.  ``<=`` gives the same result either way
+    (at equality the mark is this very grant).
     """
+    ticket = grant.grant_ticket
     return {
-        "last_grant_ticket": sa.case(
-            (H.c.last_grant_ticket < grant.ticket, grant.ticket),
-            else_=H.c.last_grant_ticket,
+        "last_grant_ticket": sa_compat.case(
+            (HOSTS.c.last_grant_ticket < ticket, ticket),
+            else_=HOSTS.c.last_grant_ticket,
         ),
-        "last_grant_at": sa.case(
-            (H.c.last_grant_ticket <= grant.ticket, grant.created_at),
-            else_=H.c.last_grant_at,
+        "last_grant_at": sa_compat.case(
+            (HOSTS.c.last_grant_ticket <= ticket, grant.grant_created_at),
+            else_=HOSTS.c.last_grant_at,
         ),
     }
+
+
+def _claim_row(conn, instance_uuid, host, node):
+    return conn.execute(
+        sa_compat.select(CLAIMS)
+        .select_from(CLAIMS.join(HOSTS, HOSTS.c.id == CLAIMS.c.host_id))
+        .where(
+            sa.and_(
+                CLAIMS.c.instance_uuid == instance_uuid,
+                HOSTS.c.host == host,
+                HOSTS.c.node == node,
+            )
+        )
+    ).first()
+
+
+def existing(conn, instance_uuid, host, node):
+    """The instance's claim on the node as a ``ClaimOutcome``, or None."""
+    row = _claim_row(conn, instance_uuid, host, node)
+    if row is None:
+        return None
+    return storage.ClaimOutcome(rows.amount(row), row.grant_ticket, storage.CLAIM_EXISTING)
+
+
+def claim(
+    conn,
+    db,
+    instance_uuid,
+    host,
+    node,
+    resources,
+    request_id=None,
+    before_commit=None,
+):
+    """Count an instance in its node's usage, consuming its grant.
+
+    A live grant is consumed whether or not it has expired: until the
+    reaper deletes it, its amount is still in the node's ``granted_*``, so
+    moving it into usage is exact.  A grant whose amount differs from
+    ``resources`` (the build asks for something else) is replaced: the
+    claim re-checks with ``resources`` in place of the grant's amount.
+
+    :raises UnknownHost: no row for ``host``/``node``.
+    :raises ClaimRejected: no grant and the instance does not fit.
+    :raises DBDuplicateEntry: the instance is claimed there already (the
+        caller answers with ``existing``).
+    """
+    host_id, grant = _find_grant(
+        conn, instance_uuid, host, node, resources, request_id
+    )
+    held = NOTHING if grant is None else rows.amount(grant, prefix="grant_")
+    amount = resources if resources is not None else held
+    if grant is None and resources is None:
+        _reject(
+            conn,
+            instance_uuid,
+            host,
+            node,
+            "there is no grant for it and no resources were given to "
+            "re-check capacity with",
+        )
+    update = HOSTS.update().values(
+        updated_at=db.now(),
+        **rows.moved(HOSTS, amount, suffix="_used"),
+        **rows.moved(HOSTS, held, prefix="granted_", sign=-1),
+        **({} if grant is None else _advance_mark(grant)),
+    )
+    by_grant = grant is not None and amount == held
+    if by_grant:
+        locked = conn.execute(update.where(HOSTS.c.id == host_id))
+    else:
+        locked = conn.execute(
+            update.where(
+                sa.and_(HOSTS.c.id == host_id, rows.fits(amount, minus=held))
+            )
+        )
+    if locked.rowcount != 1:
+        _reject(
+            conn,
+            instance_uuid,
+            host,
+            node,
+            "it has no live grant of its size and %s does not fit" % amount,
+        )
+    if grant is not None:
+        consumed = conn.execute(
+            GRANTS.update()
+            .where(
+                sa.and_(
+                    GRANTS.c.id == grant.grant_id,
+                    GRANTS.c.state == decision.GRANT_WON,
+                )
+            )
+            .values(state=decision.GRANT_CONSUMED, consumed_at=db.now())
+        )
+        if consumed.rowcount != 1:
+            raise rows.retry_request()
+    ticket = None if grant is None else grant.grant_ticket
+    conn.execute(
+        CLAIMS.insert().values(
+            instance_uuid=instance_uuid,
+            host_id=host_id,
+            grant_ticket=ticket,
+            created_at=db.now(),
+            **rows.values(amount),
+        )
+    )
+    if before_commit is not None:
+        before_commit()
+    return storage.ClaimOutcome(
+        amount, ticket, storage.CLAIM_BY_GRANT if by_grant else storage.CLAIM_BY_RECHECK
+    )
+
+
+def _reject(conn, instance_uuid, host, node, reason):
+    """Raise ``ClaimRejected``, unless the instance is claimed already."""
+    if existing(conn, instance_uuid, host, node) is not None:
+        raise AlreadyClaimed()
+    raise exception.ClaimRejected(
+        instance_uuid=instance_uuid, host=host, node=node, reason=reason
+    )
+
+
+class AlreadyClaimed(Exception):
+    """The claim is a repeat; the caller reads the first one."""
+
+
+def release(conn, db, instance_uuid, host, node):
+    """Remove an instance from its node's usage; False if not claimed."""
+    row = _claim_row(conn, instance_uuid, host, node)
+    if row is None:
+        return False
+    conn.execute(
+        HOSTS.update()
+        .where(HOSTS.c.id == row.host_id)
+        .values(
+            updated_at=db.now(),
+            **rows.moved(HOSTS, rows.amount(row), suffix="_used", sign=-1),
+        )
+    )
+    if conn.execute(CLAIMS.delete().where(CLAIMS.c.id == row.id)).rowcount != 1:
+        raise rows.retry_request()
+    return True

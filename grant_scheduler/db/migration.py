@@ -394,7 +394,7 @@ def _run_online(context, database):
     with database.connect() as connection:
         context.configure(
             connection=connection,
-            target_metadata=models.Base.metadata,
+            target_metadata=models.metadata,
             render_as_batch=connection.dialect.name == "sqlite",
         )
         with context.begin_transaction():
@@ -406,7 +406,7 @@ def _run_offline(context, database):
 
     context.configure(
         url=database.url,
-        target_metadata=models.Base.metadata,
+        target_metadata=models.metadata,
         literal_binds=True,
     )
     with context.begin_transaction():

@@ -1,20 +1,27 @@
-"""The tables of grant_scheduler.
+"""The tables of grant_scheduler, as SQLAlchemy Core tables.
 
 Every table is prefixed ``gs_`` so the schema can live inside an existing
 Nova database without clashing, and every index and constraint is named so
-that migrations can refer to it on every backend.
+that migrations can refer to it on every backend.  Core tables, not ORM
+classes: nothing here needs an ORM, and Core reads the same on
+SQLAlchemy 1.3 and 2.x.
 
 ``gs_hosts``
     One row per compute node: capacity, reserved amounts, allocation ratios
-    and usage, plus the per-host ordering state of the protocol: ``ticket``,
-    the last ordering ticket issued for a grant or claim on this host, and
-    ``last_grant_ticket``/``last_grant_at``, the mark moved forward when the
-    compute host consumes a grant.
+    and the resulting ``limit_*`` (``(total - reserved) x ratio``, written
+    with the capacity), usage (``*_used``: the claimed instances plus the
+    usage no claim accounts for, ``external_*``), and ``granted_*``, the sum
+    of the node's live grants.  A grant is taken by one conditional
+    ``UPDATE`` of this row (``used + granted + request <= limit``), so the
+    row is the whole truth about the node at the moment its lock is held.
+    ``ticket`` counts the grants issued on the node (their order);
+    ``last_grant_ticket``/``last_grant_at`` is the mark moved forward when
+    the compute host consumes a grant.
 ``gs_grants``
     One row per promise "scheduler S granted resources R on host H to
-    instance I".  ``ticket`` orders grants on a host consistently with commit
-    order (DESIGN H1); ``created_at`` is set by the database, for people and
-    for expiry only; ``state`` records the verdict.
+    instance I": ``won`` while live, ``consumed`` once the compute host
+    counted it in usage (then only the reaper looks at it).
+    ``created_at``/``expires_at`` come from the database's clock.
 ``gs_claims``
     One row per instance whose resources are counted in a host's usage: what
     makes claim and release idempotent (DESIGN H12) and what the invariant
@@ -22,8 +29,9 @@ that migrations can refer to it on every backend.
 """
 
 import sqlalchemy as sa
-from sqlalchemy import orm
 from sqlalchemy.dialects import mysql
+
+from grant_scheduler.resources import DIMENSIONS
 
 # NOTE: BIGINT autoincrement does not work on SQLite, which only assigns
 # rowids to INTEGER PRIMARY KEY columns.
@@ -32,110 +40,122 @@ BigIntegerId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 # NOTE: MySQL's DATETIME drops fractional seconds unless asked for them.
 PreciseDateTime = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql")
 
+# NOTE: host and node names compare byte for byte on every backend; MySQL's
+# default collations would fold case ('cmp1' = 'CMP1').  Leading and
+# trailing spaces are refused by validation, so PAD SPACE does not matter.
+Name = sa.String(255).with_variant(
+    mysql.VARCHAR(255, charset="utf8mb4", collation="utf8mb4_bin"), "mysql"
+)
+
+# NOTE: SQLite's integers are 64-bit whatever the declared type.
+Amount = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
 TABLE_ARGS = {"mysql_engine": "InnoDB", "mysql_charset": "utf8mb4"}
 
-GRANT_PENDING = "pending"
-GRANT_WON = "won"
-GRANT_LOST = "lost"
-GRANT_CONSUMED = "consumed"
-GRANT_STATES = (GRANT_PENDING, GRANT_WON, GRANT_LOST, GRANT_CONSUMED)
+# NOTE(prefixes): each triple of resource columns is named
+# <prefix><dimension><suffix>; ``rows.amount`` reads them back.
+RESOURCE_COLUMN_SETS = {
+    "total": ("", ""),
+    "reserved": ("reserved_", ""),
+    "limit": ("limit_", ""),
+    "used": ("", "_used"),
+    "external": ("external_", ""),
+    "granted": ("granted_", ""),
+}
 
 
-class Base(orm.DeclarativeBase):
-    metadata = sa.MetaData()
+def column_names(prefix="", suffix=""):
+    return [prefix + name + suffix for name in DIMENSIONS]
 
 
-class Host(Base):
-    __tablename__ = "gs_hosts"
-    __table_args__ = (
-        sa.UniqueConstraint("host", "node", name="uniq_gs_hosts0host0node"),
-        sa.Index("ix_gs_hosts_updated_at", "updated_at"),
-        TABLE_ARGS,
-    )
-
-    id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
-    host = sa.Column(sa.String(255), nullable=False)
-    node = sa.Column(sa.String(255), nullable=False)
-    node_uuid = sa.Column(sa.String(36), nullable=True)
-
-    vcpus = sa.Column(sa.Integer, nullable=False, default=0)
-    memory_mb = sa.Column(sa.Integer, nullable=False, default=0)
-    disk_gb = sa.Column(sa.Integer, nullable=False, default=0)
-    reserved_vcpus = sa.Column(sa.Integer, nullable=False, default=0)
-    reserved_memory_mb = sa.Column(sa.Integer, nullable=False, default=0)
-    reserved_disk_gb = sa.Column(sa.Integer, nullable=False, default=0)
-    cpu_allocation_ratio = sa.Column(sa.Float, nullable=False, default=1.0)
-    ram_allocation_ratio = sa.Column(sa.Float, nullable=False, default=1.0)
-    disk_allocation_ratio = sa.Column(sa.Float, nullable=False, default=1.0)
-    vcpus_used = sa.Column(sa.Integer, nullable=False, default=0)
-    memory_mb_used = sa.Column(sa.Integer, nullable=False, default=0)
-    disk_gb_used = sa.Column(sa.Integer, nullable=False, default=0)
-
-    ticket = sa.Column(sa.BigInteger, nullable=False, default=0)
-    last_grant_ticket = sa.Column(sa.BigInteger, nullable=False, default=0)
-    last_grant_at = sa.Column(PreciseDateTime, nullable=True)
-    generation = sa.Column(sa.BigInteger, nullable=False, default=0)
-
-    created_at = sa.Column(PreciseDateTime, nullable=False)
-    updated_at = sa.Column(PreciseDateTime, nullable=True)
+def _amount_columns(prefix="", suffix="", default=None):
+    return [
+        sa.Column(name, Amount, nullable=False, default=default)
+        for name in column_names(prefix, suffix)
+    ]
 
 
-class Grant(Base):
-    __tablename__ = "gs_grants"
-    __table_args__ = (
-        sa.UniqueConstraint(
-            "host_id", "ticket", name="uniq_gs_grants0host_id0ticket"
-        ),
-        sa.Index("ix_gs_grants_host_id_state", "host_id", "state"),
-        sa.Index("ix_gs_grants_instance_uuid", "instance_uuid"),
-        sa.Index("ix_gs_grants_request_id", "request_id"),
-        sa.Index("ix_gs_grants_state_created_at", "state", "created_at"),
-        sa.CheckConstraint(
-            "state IN ('pending', 'won', 'lost', 'consumed')",
-            name="ck_gs_grants_state",
-        ),
-        TABLE_ARGS,
-    )
+metadata = sa.MetaData()
 
-    # NOTE: host_id has no foreign key on purpose: a host row may be deleted
-    # while grants for it remain, and the reaper removes those orphans
-    # instead of the delete having to lock and cascade over grant rows.
-    id = sa.Column(BigIntegerId, primary_key=True, autoincrement=True)
-    host_id = sa.Column(sa.Integer, nullable=False)
-    ticket = sa.Column(sa.BigInteger, nullable=False)
-    instance_uuid = sa.Column(sa.String(36), nullable=True)
-    request_id = sa.Column(sa.String(255), nullable=True)
-    scheduler = sa.Column(sa.String(255), nullable=False)
-    vcpus = sa.Column(sa.Integer, nullable=False)
-    memory_mb = sa.Column(sa.Integer, nullable=False)
-    disk_gb = sa.Column(sa.Integer, nullable=False)
-    state = sa.Column(sa.String(16), nullable=False)
-    created_at = sa.Column(PreciseDateTime, nullable=False)
-    consumed_at = sa.Column(PreciseDateTime, nullable=True)
+hosts = sa.Table(
+    "gs_hosts",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("host", Name, nullable=False),
+    sa.Column("node", Name, nullable=False),
+    sa.Column("node_uuid", sa.String(36), nullable=True),
+    *_amount_columns(default=0),
+    *_amount_columns("reserved_", default=0),
+    sa.Column("cpu_allocation_ratio", sa.Float, nullable=False, default=1.0),
+    sa.Column("ram_allocation_ratio", sa.Float, nullable=False, default=1.0),
+    sa.Column("disk_allocation_ratio", sa.Float, nullable=False, default=1.0),
+    *_amount_columns("limit_", default=0),
+    *_amount_columns(suffix="_used", default=0),
+    *_amount_columns("external_", default=0),
+    *_amount_columns("granted_", default=0),
+    sa.Column("ticket", sa.BigInteger, nullable=False, default=0),
+    sa.Column("last_grant_ticket", sa.BigInteger, nullable=False, default=0),
+    sa.Column("last_grant_at", PreciseDateTime, nullable=True),
+    sa.Column("created_at", PreciseDateTime, nullable=False),
+    sa.Column("updated_at", PreciseDateTime, nullable=True),
+    sa.UniqueConstraint("host", "node", name="uniq_gs_hosts0host0node"),
+    sa.Index("ix_gs_hosts_updated_at", "updated_at"),
+    # NOTE: a deleted node's id is never given to a new node on SQLite
+    # either (MySQL and PostgreSQL never reuse one).
+    sqlite_autoincrement=True,
+    **TABLE_ARGS,
+)
 
+grants = sa.Table(
+    "gs_grants",
+    metadata,
+    # NOTE: host_id has no foreign key: deleting a host deletes its grants
+    # and claims in the same transaction (``hosts.delete``), and the reaper
+    # removes any orphan a crash could leave, without the delete having to
+    # cascade through a constraint on every backend.
+    sa.Column("id", BigIntegerId, primary_key=True, autoincrement=True),
+    sa.Column("host_id", sa.Integer, nullable=False),
+    sa.Column("ticket", sa.BigInteger, nullable=False),
+    sa.Column("instance_uuid", sa.String(36), nullable=True),
+    sa.Column("request_id", sa.String(255), nullable=True),
+    sa.Column("scheduler", sa.String(255), nullable=False),
+    *_amount_columns(),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("created_at", PreciseDateTime, nullable=False),
+    # NOTE: nullable only because SQLite cannot add a NOT NULL column
+    # without a default; every grant is written with it.
+    sa.Column("expires_at", PreciseDateTime, nullable=True),
+    sa.Column("consumed_at", PreciseDateTime, nullable=True),
+    sa.UniqueConstraint(
+        "host_id", "ticket", name="uniq_gs_grants0host_id0ticket"
+    ),
+    sa.Index("ix_gs_grants_host_id_state", "host_id", "state"),
+    sa.Index("ix_gs_grants_instance_uuid", "instance_uuid"),
+    sa.Index("ix_gs_grants_request_id", "request_id"),
+    sa.Index("ix_gs_grants_state_expires_at", "state", "expires_at"),
+    # NOTE: 'pending' and 'lost' are states of revisions 0001-0002 that no
+    # code writes any more (see migration 0003).
+    sa.CheckConstraint(
+        "state IN ('pending', 'won', 'lost', 'consumed')",
+        name="ck_gs_grants_state",
+    ),
+    **TABLE_ARGS,
+)
 
-class Claim(Base):
-    __tablename__ = "gs_claims"
-    __table_args__ = (
-        sa.UniqueConstraint(
-            "instance_uuid",
-            "host_id",
-            name="uniq_gs_claims0instance_uuid0host_id",
-        ),
-        sa.Index("ix_gs_claims_host_id", "host_id"),
-        TABLE_ARGS,
-    )
-
-    id = sa.Column(BigIntegerId, primary_key=True, autoincrement=True)
-    instance_uuid = sa.Column(sa.String(36), nullable=False)
-    host_id = sa.Column(sa.Integer, nullable=False)
-    vcpus = sa.Column(sa.Integer, nullable=False)
-    memory_mb = sa.Column(sa.Integer, nullable=False)
-    disk_gb = sa.Column(sa.Integer, nullable=False)
-    grant_ticket = sa.Column(sa.BigInteger, nullable=True)
-    created_at = sa.Column(PreciseDateTime, nullable=False)
-
-
-hosts = Host.__table__
-grants = Grant.__table__
-claims = Claim.__table__
+claims = sa.Table(
+    "gs_claims",
+    metadata,
+    sa.Column("id", BigIntegerId, primary_key=True, autoincrement=True),
+    sa.Column("instance_uuid", sa.String(36), nullable=False),
+    sa.Column("host_id", sa.Integer, nullable=False),
+    *_amount_columns(),
+    sa.Column("grant_ticket", sa.BigInteger, nullable=True),
+    sa.Column("created_at", PreciseDateTime, nullable=False),
+    sa.UniqueConstraint(
+        "instance_uuid",
+        "host_id",
+        name="uniq_gs_claims0instance_uuid0host_id",
+    ),
+    sa.Index("ix_gs_claims_host_id", "host_id"),
+    **TABLE_ARGS,
+)

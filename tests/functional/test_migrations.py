@@ -1,10 +1,14 @@
 """Migrations on SQLite, MySQL and PostgreSQL: walk, sync and the CLIs."""
 
+import contextlib
+import logging
 import os
 import subprocess
 import sys
 
+import fixtures
 import sqlalchemy as sa
+from oslo_db import exception as db_exc
 from oslo_db.sqlalchemy import test_migrations
 
 from grant_scheduler import api
@@ -172,7 +176,7 @@ class ModelsMigrationsSync(
         return self.db.get_engine()
 
     def get_metadata(self):
-        return models.Base.metadata
+        return models.metadata
 
     def include_object(self, object_, name, type_, reflected, compare_to):
         return not (type_ == "table" and name == "alembic_version")
@@ -309,3 +313,256 @@ class UpgradeWithData(base.DatabaseTestCase):
                     sa.select(models.claims.c.instance_uuid)
                 ).scalar_one(),
             )
+
+
+def _alembic(extra_env, *args):
+    env = dict(os.environ)
+    env.pop(migration.URL_ENV, None)
+    env.pop(migration.CONFIG_FILE_ENV, None)
+    env.update(extra_env)
+    return subprocess.run(
+        [sys.executable, "-m", "alembic", *(args or ("upgrade", "head"))],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def _table_names(database):
+    with database.connect() as conn:
+        return sorted(sa.inspect(conn).get_table_names())
+
+
+@base.with_scenarios(base.ALL_BACKENDS)
+class InterruptedMigration(base.DatabaseTestCase):
+    """Tables left without a recorded revision (a first migration cut off,
+    or DDL that MySQL and SQLite cannot roll back)."""
+
+    def _lose_revision(self, how):
+        with self.db.connect() as conn:
+            if how == "no table":
+                conn.execute(sa.text("DROP TABLE alembic_version"))
+            else:
+                conn.execute(sa.text("DELETE FROM alembic_version"))
+            conn.commit()
+
+    def test_upgrade_and_check_explain_the_state(self):
+        for how in ("empty table", "no table"):
+            with self.subTest(how=how):
+                self._lose_revision(how)
+                before = _table_names(self.db)
+                for call in (migration.upgrade, migration.check_schema):
+                    with self.assertRaises(
+                        exception.SchemaInterrupted
+                    ) as caught:
+                        call(self.db)
+                    message = str(caught.exception)
+                    self.assertIn("gs_claims, gs_grants, gs_hosts", message)
+                    self.assertIn("alembic stamp", message)
+                self.assertEqual(before, _table_names(self.db))
+                self.assertIsNone(migration.current_revision(self.db))
+                # What the message says to do works.
+                result = _alembic(
+                    {migration.URL_ENV: self.db_fixture.url}, "stamp", "head"
+                )
+                self.assertEqual(0, result.returncode, result.stderr)
+                migration.upgrade(self.db)
+                migration.check_schema(self.db)
+
+    def test_plain_alembic_says_it_in_one_line(self):
+        self._lose_revision("no table")
+        result = _alembic({migration.URL_ENV: self.db_fixture.url})
+        self.assertNotEqual(0, result.returncode)
+        # NOTE: alembic prints its one "FAILED:" line on standard output.
+        output = result.stdout + result.stderr
+        self.assertNotIn("Traceback", output)
+        lines = output.strip().splitlines()
+        self.assertEqual(1, len(lines), output)
+        self.assertIn("FAILED: ", lines[0])
+        self.assertIn("no schema revision", lines[0])
+
+
+class TestPlainAlembicRefusals(base.TestCase):
+    """Bad input to a plain ``alembic upgrade head``: one line, no secret."""
+
+    def assertOneLine(self, result, *fragments, secrets=()):
+        self.assertNotEqual(0, result.returncode)
+        output = result.stdout + result.stderr
+        self.assertNotIn("Traceback", output)
+        lines = output.strip().splitlines()
+        self.assertEqual(1, len(lines), output)
+        self.assertTrue(lines[0].startswith("FAILED: "), lines[0])
+        for fragment in fragments:
+            self.assertIn(fragment, lines[0])
+        for secret in secrets:
+            self.assertNotIn(secret, output)
+
+    def test_raw_special_characters_in_the_password(self):
+        for char in ("@", "/", "?", "#", "%", "@:"):
+            with self.subTest(char=char):
+                url = "mysql+pymysql://gs:Left1xq%sRight2zw@127.0.0.1/gs" % (
+                    char
+                )
+                result = _alembic({migration.URL_ENV: url})
+                self.assertOneLine(
+                    result,
+                    "percent-encoded",
+                    secrets=("Left1xq", "Right2zw"),
+                )
+
+    def test_port_that_is_not_a_number(self):
+        result = _alembic(
+            {migration.URL_ENV: "mysql+pymysql://gs:pw@127.0.0.1:x1/gs"}
+        )
+        self.assertOneLine(result, "port is not a number")
+
+    def test_config_file_without_a_connection(self):
+        path = base.temp_config_file(
+            self, "[grant_scheduler_db]\nconnection = sqlite:///x.sqlite\n"
+        )
+        result = _alembic({migration.CONFIG_FILE_ENV: path})
+        self.assertOneLine(result, "connection is not set", "misspelt")
+
+    def test_config_file_with_a_dollar(self):
+        path = base.temp_config_file(
+            self,
+            "[grant_scheduler_database]\n"
+            "connection = mysql+pymysql://gs:Left1xq$Right2zw@127.0.0.1/gs\n",
+        )
+        result = _alembic({migration.CONFIG_FILE_ENV: path})
+        self.assertOneLine(result, "'$$'", secrets=("Right2zw",))
+
+    def test_config_file_with_a_bad_value(self):
+        directory = self.useFixture(base.fixtures.TempDir()).path
+        path = base.temp_config_file(
+            self,
+            "[grant_scheduler_database]\nconnection = sqlite:///%s/x.sqlite\n"
+            "max_pool_size = abc\n" % directory,
+        )
+        result = _alembic({migration.CONFIG_FILE_ENV: path})
+        self.assertOneLine(result, "max_pool_size")
+
+    def test_binary_config_file(self):
+        directory = self.useFixture(base.fixtures.TempDir()).path
+        path = os.path.join(directory, "binary.conf")
+        with open(path, "wb") as f:
+            f.write(bytes(range(256)))
+        result = _alembic({migration.CONFIG_FILE_ENV: path})
+        self.assertOneLine(result, "not a text file")
+
+
+@base.with_scenarios(base.ALL_BACKENDS)
+class MigrationLock(base.DatabaseTestCase):
+    migrate = False
+
+    def other(self):
+        other = db_api.Database(self.db_fixture.url)
+        self.addCleanup(other.dispose)
+        return other
+
+    def test_second_holder_waits_then_gives_up(self):
+        with migration.migration_lock(self.db) as held:
+            self.assertTrue(held)
+            with self.assertRaises(exception.MigrationLocked) as caught:
+                with migration.migration_lock(self.other(), timeout=1):
+                    self.fail("the lock was taken twice")
+            self.assertIn("db sync", str(caught.exception))
+        # Released: the next one gets it at once.
+        with migration.migration_lock(self.other(), timeout=1) as held:
+            self.assertTrue(held)
+
+    def test_upgrade_waits_for_the_holder(self):
+        path = base.temp_config_file(
+            self,
+            "[grant_scheduler_database]\nconnection = %s\n"
+            % self.db_fixture.url,
+        )
+        with migration.migration_lock(self.db):
+            process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "grant_scheduler.cmd.manage",
+                    "--config-file",
+                    path,
+                    "db",
+                    "sync",
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            self.assertRaises(
+                subprocess.TimeoutExpired, process.wait, timeout=5
+            )
+            # Meanwhile the holder migrates, as a rival db sync would.
+            with fixtures.MonkeyPatch(
+                "grant_scheduler.db.migration.migration_lock", _no_lock
+            ):
+                migration.upgrade(self.db)
+        output, _ = process.communicate(timeout=120)
+        self.assertEqual(0, process.returncode, output)
+        self.assertIn("is at revision %s" % migration.head_revision(), output)
+
+
+@contextlib.contextmanager
+def _no_lock(database, timeout=None):
+    yield True
+
+
+class MysqlWithoutLock(base.DatabaseTestCase, base.TestCase):
+    """A server that refuses GET_LOCK (Galera before MariaDB 10.11.5)."""
+
+    backend = "mysql"
+    migrate = False
+
+    def test_upgrade_goes_on_unlocked(self):
+        logger = self.useFixture(fixtures.FakeLogger(level=logging.WARNING))
+        # NOTE: a name longer than MySQL allows makes GET_LOCK fail, as
+        # Galera's "not supported" does.
+        self.useFixture(
+            fixtures.MonkeyPatch(
+                "grant_scheduler.db.migration._mysql_lock_name",
+                lambda database: "x" * 200,
+            )
+        )
+        with migration.migration_lock(self.db) as held:
+            self.assertFalse(held)
+        self.assertIn("No migration lock", logger.output)
+        migration.upgrade(self.db)
+        migration.check_schema(self.db)
+
+    def test_a_failure_after_another_finished_is_success(self):
+        migration.upgrade(self.db)
+        self.useFixture(
+            fixtures.MonkeyPatch(
+                "grant_scheduler.db.migration.migration_lock", _unlocked
+            )
+        )
+
+        def collide(config, revision):
+            raise db_exc.DBError("Table 'gs_hosts' already exists")
+
+        self.useFixture(
+            fixtures.MonkeyPatch(
+                "grant_scheduler.db.migration.alembic_command.upgrade",
+                collide,
+            )
+        )
+        migration.upgrade(self.db)  # at head already: nothing to report
+        with self.db.connect() as conn:
+            conn.execute(
+                sa.text(
+                    "UPDATE alembic_version SET version_num = "
+                    "'0001_initial_schema'"
+                )
+            )
+            conn.commit()
+        self.assertRaises(db_exc.DBError, migration.upgrade, self.db)
+
+
+@contextlib.contextmanager
+def _unlocked(database, timeout=None):
+    yield False

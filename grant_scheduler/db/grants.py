@@ -1,0 +1,273 @@
+"""SQL of ``gs_grants``: take a grant, withdraw it, reap, list.
+
+Every function runs inside a transaction its caller opened and locks in one
+order: the node's ``gs_hosts`` row first, then grant rows.  The node's row
+carries the sum of its live grants (``granted_*``), so every statement that
+makes a grant live or not live moves that sum in the same transaction.
+"""
+
+import sqlalchemy as sa
+
+from grant_scheduler import decision
+from grant_scheduler import storage
+from grant_scheduler.db import hosts
+from grant_scheduler.db import models
+from grant_scheduler.db import rows
+from grant_scheduler.db import sa_compat
+from grant_scheduler.resources import Resources
+
+HOSTS = models.hosts
+GRANTS = models.grants
+CLAIMS = models.claims
+
+
+def _issue_ticket(conn, db, host_id, amount):
+    """Add ``amount`` to the node's live grants if it fits; its ticket.
+
+    One ``UPDATE`` decides and locks: its condition is ``HostState.fits``,
+    evaluated by the database on the latest committed row once the row lock
+    is held (PostgreSQL re-checks a row it waited for; InnoDB's UPDATE
+    reads the latest version at any isolation level).  Every earlier grant
+    on the node has committed or rolled back by then, so ticket order is
+    commit order and no snapshot can be stale (DESIGN H1, H2).
+
+    :returns: the new ticket, or None when the grant does not fit (or the
+        node is gone); then nothing was written.
+    """
+    dialect = db.dialect_name
+    next_ticket = HOSTS.c.ticket + 1
+    if dialect == "mysql":
+        # NOTE: LAST_INSERT_ID(expr) hands the value back in the statement's
+        # OK packet, so MySQL needs no second statement to read it.
+        next_ticket = sa.func.last_insert_id(next_ticket)
+    statement = (
+        HOSTS.update()
+        .where(sa.and_(HOSTS.c.id == host_id, rows.fits(amount)))
+        .values(
+            ticket=next_ticket,
+            updated_at=db.now(),
+            **rows.moved(HOSTS, amount, prefix="granted_"),
+        )
+    )
+    if dialect == "postgresql":
+        row = conn.execute(statement.returning(HOSTS.c.ticket)).first()
+        return None if row is None else row[0]
+    result = conn.execute(statement)
+    if result.rowcount != 1:
+        return None
+    if dialect == "mysql":
+        return sa_compat.lastrowid(result)
+    return conn.execute(
+        sa_compat.select(HOSTS.c.ticket).where(HOSTS.c.id == host_id)
+    ).scalar()
+
+
+def _committed_earlier(conn, host_id, taken):
+    """A grant an earlier try of this very call committed, if any.
+
+    ``taken`` lists the ``(host id, ticket)`` of every earlier try: when a
+    commit's acknowledgement was lost the retry finds its grant here
+    instead of writing a second one.
+    """
+    tickets = [ticket for taken_host, ticket in taken if taken_host == host_id]
+    if not tickets:
+        return None
+    return conn.execute(
+        sa_compat.select(GRANTS.c.id, GRANTS.c.ticket).where(
+            sa.and_(
+                GRANTS.c.host_id == host_id,
+                GRANTS.c.ticket.in_(tickets),
+                GRANTS.c.state == decision.GRANT_WON,
+            )
+        )
+    ).first()
+
+
+def take(
+    conn,
+    db,
+    host_id,
+    amount,
+    scheduler,
+    instance_uuid,
+    request_id,
+    ttl,
+    taken,
+    before_commit=None,
+):
+    """Grant ``amount`` on the node, or report the node as it is.
+
+    :param taken: a list this call appends ``(host id, ticket)`` to before
+        it commits, kept by the caller across retries and failures (to
+        withdraw an answer that never came, or recognise a landed commit).
+    :returns: a ``storage.Taken``.
+    """
+    earlier = _committed_earlier(conn, host_id, taken)
+    if earlier is not None:
+        return storage.Taken(True, grant_id=earlier.id, ticket=earlier.ticket)
+    ticket = _issue_ticket(conn, db, host_id, amount)
+    if ticket is None:
+        return storage.Taken(False, state=hosts.one(conn, host_id))
+    result = conn.execute(
+        GRANTS.insert().values(
+            host_id=host_id,
+            ticket=ticket,
+            instance_uuid=instance_uuid,
+            request_id=request_id,
+            scheduler=scheduler,
+            state=decision.GRANT_WON,
+            created_at=db.now(),
+            expires_at=db.now(ttl),
+            **rows.values(amount),
+        )
+    )
+    taken.append((host_id, ticket))
+    grant_id = result.inserted_primary_key[0]
+    if before_commit is not None:
+        before_commit(grant_id=grant_id, ticket=ticket)
+    return storage.Taken(True, grant_id=grant_id, ticket=ticket)
+
+
+def withdraw(conn, db, host_id, ticket, amount):
+    """Delete a live grant nobody will build; True if it was there."""
+    live = sa.and_(
+        GRANTS.c.host_id == host_id,
+        GRANTS.c.ticket == ticket,
+        GRANTS.c.state == decision.GRANT_WON,
+    )
+    locked = conn.execute(
+        HOSTS.update()
+        .where(
+            sa.and_(
+                HOSTS.c.id == host_id,
+                sa.exists().where(live),
+            )
+        )
+        .values(
+            updated_at=db.now(),
+            **rows.moved(HOSTS, amount, prefix="granted_", sign=-1),
+        )
+    )
+    if locked.rowcount != 1:
+        return False
+    if conn.execute(GRANTS.delete().where(live)).rowcount != 1:
+        raise rows.retry_request()
+    return True
+
+
+# -- the reaper ------------------------------------------------------------
+
+
+def expire(conn, db, limit):
+    """Delete up to ``limit`` live grants past ``expires_at``.
+
+    Node by node, in id order (the lock order), each node's row is locked
+    and its live-grant sum lowered before its grants go; a grant consumed
+    meanwhile makes the batch start again.  :returns: (found, deleted).
+    """
+    now = conn.execute(sa_compat.select(db.now())).scalar()
+    expired = sa.and_(
+        GRANTS.c.state == decision.GRANT_WON, GRANTS.c.expires_at < now
+    )
+    found = conn.execute(
+        sa_compat.select(GRANTS.c.id, GRANTS.c.host_id, *rows.columns(GRANTS))
+        .where(expired)
+        .order_by(GRANTS.c.host_id, GRANTS.c.id)
+        .limit(limit)
+    ).fetchall()
+    by_host = {}
+    for row in found:
+        ids, amount = by_host.get(row.host_id, ([], Resources()))
+        by_host[row.host_id] = (ids + [row.id], amount + rows.amount(row))
+    deleted = 0
+    for host_id in sorted(by_host):
+        ids, amount = by_host[host_id]
+        conn.execute(
+            HOSTS.update()
+            .where(HOSTS.c.id == host_id)
+            .values(
+                updated_at=db.now(),
+                **rows.moved(HOSTS, amount, prefix="granted_", sign=-1),
+            )
+        )
+        count = conn.execute(
+            GRANTS.delete().where(sa.and_(GRANTS.c.id.in_(ids), expired))
+        ).rowcount
+        if count != len(ids):
+            raise rows.retry_request()
+        deleted += count
+    return len(found), deleted
+
+
+def _delete_batch(conn, table, condition, limit):
+    ids = [
+        row[0]
+        for row in conn.execute(
+            sa_compat.select(table.c.id)
+            .where(condition)
+            .order_by(table.c.id)
+            .limit(limit)
+        )
+    ]
+    if not ids:
+        return 0, 0
+    deleted = conn.execute(
+        table.delete().where(sa.and_(table.c.id.in_(ids), condition))
+    ).rowcount
+    return len(ids), deleted
+
+
+def _orphan(table):
+    return ~sa.exists().where(HOSTS.c.id == table.c.host_id)
+
+
+def reap_consumed(conn, limit):
+    """Delete consumed grants: their builds are counted in usage now.
+
+    These are the grants the seed calls superseded (older than the node's
+    last-grant mark): a grant below the mark that is *not* consumed may
+    belong to a build still in flight and is left alone (DESIGN H3).
+    """
+    return _delete_batch(
+        conn, GRANTS, GRANTS.c.state == decision.GRANT_CONSUMED, limit
+    )
+
+
+def reap_orphaned(conn, limit):
+    """Delete grants whose node row is gone."""
+    return _delete_batch(conn, GRANTS, _orphan(GRANTS), limit)
+
+
+def reap_orphaned_claims(conn, limit):
+    """Delete claims whose node row is gone."""
+    return _delete_batch(conn, CLAIMS, _orphan(CLAIMS), limit)
+
+
+# -- inspection ------------------------------------------------------------
+
+
+def listed(conn, host=None):
+    """Every grant row (optionally on one host), oldest ticket first."""
+    query = sa_compat.select(GRANTS, HOSTS.c.host, HOSTS.c.node).select_from(
+        GRANTS.outerjoin(HOSTS, HOSTS.c.id == GRANTS.c.host_id)
+    )
+    if host is not None:
+        query = query.where(HOSTS.c.host == host)
+    result = conn.execute(query.order_by(GRANTS.c.host_id, GRANTS.c.ticket))
+    return [
+        storage.GrantRow(
+            id=row.id,
+            host=row.host,
+            node=row.node,
+            ticket=row.ticket,
+            state=row.state,
+            resources=rows.amount(row),
+            instance_uuid=row.instance_uuid,
+            request_id=row.request_id,
+            scheduler=row.scheduler,
+            created_at=row.created_at,
+            expires_at=row.expires_at,
+        )
+        for row in result
+    ]
+

@@ -1,0 +1,162 @@
+"""Input checks of the public API, made before anything reaches a database.
+
+Every backend then sees the same inputs and gives the same answers: a value
+the columns cannot hold, a string where a list is meant, or a name that
+would print as a terminal escape is refused here with the project's own
+exception, naming the value, instead of surfacing as a driver error on one
+backend and being stored on another.
+"""
+
+import math
+import uuid
+
+from grant_scheduler import exception
+from grant_scheduler.resources import MAX_AMOUNT
+from grant_scheduler.resources import Resources
+
+NAME_LENGTH = 255
+"""The width of the host, node, request id and scheduler columns."""
+
+
+def amount(name, value, minimum):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise exception.InvalidResources(
+            name=name, value=value, reason="it must be an integer"
+        )
+    if value < minimum:
+        raise exception.InvalidResources(
+            name=name, value=value, reason="it must be at least %d" % minimum
+        )
+    if value > MAX_AMOUNT:
+        raise exception.InvalidResources(
+            name=name,
+            value=value,
+            reason="it must be at most %d" % MAX_AMOUNT,
+        )
+    return value
+
+
+def resources(vcpus, memory_mb, disk_gb, allow_zero=False):
+    """Resources from user input, or ``InvalidResources`` naming the value.
+
+    Amounts must be integers (``bool`` is not one), at least 1 for vCPU and
+    RAM unless ``allow_zero``, at least 0 for disk, and at most
+    ``MAX_AMOUNT``.
+    """
+    low = 0 if allow_zero else 1
+    return Resources(
+        amount("vcpus", vcpus, low),
+        amount("memory_mb", memory_mb, low),
+        amount("disk_gb", disk_gb, 0),
+    )
+
+
+def resources_object(value, what, allow_zero=False):
+    """A ``Resources`` given by the caller, its amounts checked."""
+    if not isinstance(value, Resources):
+        raise exception.InvalidResources(
+            name=what, value=value, reason="it must be a Resources"
+        )
+    return resources(
+        value.vcpus, value.memory_mb, value.disk_gb, allow_zero=allow_zero
+    )
+
+
+def ratio(name, value):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not 0 < value < 1000
+    ):
+        raise exception.InvalidResources(
+            name=name, value=value, reason="it must be a number in (0, 1000)"
+        )
+    return float(value)
+
+
+def name(what, value, optional=False):
+    """A host, node, request or scheduler name.
+
+    Non-empty text of at most ``NAME_LENGTH`` characters, without control
+    characters (newlines, NUL, terminal escapes) and without leading or
+    trailing white space, which some collations ignore and others do not.
+    """
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise exception.InvalidRequest(
+            reason="%s %r is not a string" % (what, value)
+        )
+    if not value:
+        raise exception.InvalidRequest(reason="%s is empty" % what)
+    if len(value) > NAME_LENGTH:
+        raise exception.InvalidRequest(
+            reason="%s is %d characters long; at most %d fit"
+            % (what, len(value), NAME_LENGTH)
+        )
+    if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in value):
+        raise exception.InvalidRequest(
+            reason="%s %r contains a control character" % (what, value)
+        )
+    if value != value.strip():
+        raise exception.InvalidRequest(
+            reason="%s %r starts or ends with white space" % (what, value)
+        )
+    return value
+
+
+def names(what, values, item):
+    """A collection of ``item`` names; a bare string is refused, not
+    split into characters."""
+    if values is None:
+        return frozenset()
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise exception.InvalidRequest(
+            reason="%s must be a list of names, not %r" % (what, values)
+        )
+    return frozenset(name(item, value) for value in values)
+
+
+def instance_uuid(value, optional=False):
+    """An instance uuid as its canonical lower-case text.
+
+    ``uuid.UUID`` objects and 36-character hyphenated strings are accepted.
+    """
+    if value is None and optional:
+        return None
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, str) and len(value) == 36:
+        try:
+            parsed = uuid.UUID(value)
+        except ValueError:
+            parsed = None
+        if parsed is not None and str(parsed) == value.lower():
+            return str(parsed)
+    raise exception.InvalidRequest(
+        reason="instance uuid %r is not a UUID" % (value,)
+    )
+
+
+def instance_uuids(values):
+    if isinstance(values, (str, bytes, uuid.UUID)) or not hasattr(
+        values, "__iter__"
+    ):
+        raise exception.InvalidRequest(
+            reason="instance_uuids must be a list of UUIDs, not %r"
+            % (values,)
+        )
+    return tuple(instance_uuid(v, optional=True) for v in values)
+
+
+def count(what, value, minimum=0):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise exception.InvalidRequest(
+            reason="%s %r is not an integer" % (what, value)
+        )
+    if value < minimum:
+        raise exception.InvalidRequest(
+            reason="%s must be at least %d, not %d" % (what, minimum, value)
+        )
+    return value
