@@ -91,6 +91,13 @@ class Run:
         self.conf = conf
         self.connection = connection
         self.from_default = from_default
+        self._database = None
+
+    def translate(self, exc):
+        """The project's exception for a database error, else ``exc``."""
+        if self._database is None:
+            return exc
+        return db_api.translate(self._database, exc) or exc
 
     @property
     def command(self):
@@ -109,7 +116,7 @@ class Run:
     def database(self, create=False):
         """The ``Database``; without ``create`` a missing SQLite file is
         reported instead of created."""
-        database = db_api.Database.from_conf(self.conf)
+        database = self._database = db_api.Database.from_conf(self.conf)
         path = database.url.database
         if (
             not create
@@ -388,20 +395,22 @@ def main(argv=None, conf=None):
         return _error(scrub(exc))
     try:
         conf.command.handler(run)
-    except (
-        exception.GrantSchedulerError,
-        db_exc.DBError,
-        alembic_util.CommandError,
-    ) as exc:
-        if conf.debug:
-            LOG.exception("Command failed")
-        line = _one_line(exc)
-        if run.from_default:
-            line += " [database: %s]" % run.describe()
-        return _error(scrub(line))
     except Exception as exc:  # noqa: BLE001 - one line, never a traceback
         if conf.debug:
             LOG.exception("Command failed")
+        exc = run.translate(exc)
+        if isinstance(
+            exc,
+            (
+                exception.GrantSchedulerError,
+                db_exc.DBError,
+                alembic_util.CommandError,
+            ),
+        ):
+            line = _one_line(exc)
+            if run.from_default:
+                line += " [database: %s]" % run.describe()
+            return _error(scrub(line))
         text = (str(exc).strip().splitlines() or [""])[0]
         return _error(
             "unexpected %s%s (run with --debug for the traceback)"

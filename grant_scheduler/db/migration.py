@@ -13,6 +13,7 @@ others finding the work done.
 """
 
 import contextlib
+import functools
 import hashlib
 import os
 import time
@@ -27,6 +28,7 @@ from alembic import config as alembic_config
 from alembic import script as alembic_script
 from alembic import util as alembic_util
 from grant_scheduler import exception
+from grant_scheduler.db import api as db_api
 
 try:
     import fcntl
@@ -48,6 +50,23 @@ LOCK_TIMEOUT = 600
 _POSTGRESQL_LOCK_KEY = 0x67735F6D6967
 _LOCK_POLL_SECONDS = 0.1
 TABLE_PREFIX = "gs_"
+
+
+def _translated(fn):
+    """Raise the project's exception for a database error (as the API
+    edge does): these functions are an edge too, for the CLI and alembic."""
+
+    @functools.wraps(fn)
+    def call(database, *args, **kwargs):
+        try:
+            return fn(database, *args, **kwargs)
+        except Exception as exc:
+            translated = db_api.translate(database, exc)
+            if translated is None:
+                raise
+            raise translated from exc
+
+    return call
 
 
 def _script():
@@ -100,6 +119,7 @@ def resolve_revision(revision):
     raise exception.InvalidRevision(revision=revision, known=", ".join(known))
 
 
+@_translated
 def current_revision(database):
     """The revision the database is at, or None when never migrated."""
     with database.connect() as conn:
@@ -282,6 +302,7 @@ def migration_lock(database, timeout=None):
 # -- upgrade and check ------------------------------------------------------
 
 
+@_translated
 def upgrade(database, revision="head"):
     """Upgrade the database to ``revision`` (default: the newest).
 
@@ -305,6 +326,7 @@ def upgrade(database, revision="head"):
             raise
 
 
+@_translated
 def check_schema(database):
     """Raise unless the database is at exactly this code's head revision.
 
@@ -335,7 +357,6 @@ def database_for_alembic_cli():
     ``[grant_scheduler_database] connection``, which it must set.
     """
     from grant_scheduler.conf import database as db_conf
-    from grant_scheduler.db import api as db_api
 
     url = os.environ.get(URL_ENV)
     if url:
@@ -413,8 +434,7 @@ def _run_offline(context, database):
         context.run_migrations()
 
 
-def _run_from_alembic_cli(context):
-    database = database_for_alembic_cli()
+def _run_from_alembic_cli(context, database):
     if context.is_offline_mode():
         _run_offline(context, database)
         return
@@ -446,8 +466,16 @@ def run_environment(context):
             _run_online(context, database)
         return
     try:
-        _run_from_alembic_cli(context)
-    except (exception.GrantSchedulerError, db_exc.DBError) as exc:
+        database = database_for_alembic_cli()
+        _run_from_alembic_cli(context, database)
+    except Exception as exc:
+        translated = exc
+        if database is not None:
+            translated = db_api.translate(database, exc) or exc
+        if not isinstance(
+            translated, (exception.GrantSchedulerError, db_exc.DBError)
+        ):
+            raise
         # NOTE: alembic prints a CommandError as one "FAILED:" line and
         # exits 1; anything else would be a traceback.
-        raise alembic_util.CommandError(error_line(exc)) from None
+        raise alembic_util.CommandError(error_line(translated)) from None

@@ -15,6 +15,8 @@ from grant_scheduler.db import migration
 from tests import base
 
 SECRET = "s3cr3t-pa55word"
+INSTANCE_1 = "6f4c1f0e-1111-4a3b-9c1d-0123456789ab"
+INSTANCE_2 = "6f4c1f0e-2222-4a3b-9c1d-0123456789ab"
 
 
 def run_manage(args, cwd=None, env=None, timeout=120):
@@ -416,7 +418,7 @@ class TestInspectionCommands(ManageTestCase):
         self.gs.report_host(
             "cmp1", "cmp1", api.Capacity(api.Resources(2, 2048, 20))
         )
-        [self.sel] = self.gs.schedule(1, 1024, 10, instance_uuids=["inst-1"])
+        [self.sel] = self.gs.schedule(1, 1024, 10, instance_uuids=[INSTANCE_1])
 
     def test_hosts_and_grants_tables(self):
         result = self.manage(self.url, "hosts")
@@ -426,11 +428,11 @@ class TestInspectionCommands(ManageTestCase):
         self.assertIn("Database: %s" % self.url, result.stderr)
         result = self.manage(self.url, "grants")
         self.assertEqual(0, result.returncode, result.stderr)
-        self.assertIn("inst-1", result.stdout)
+        self.assertIn(INSTANCE_1, result.stdout)
         self.assertIn("won", result.stdout)
 
     def test_reap_prints_counts(self):
-        self.gs.claim("inst-1", "cmp1", "cmp1")
+        self.gs.claim(INSTANCE_1, "cmp1", "cmp1")
         result = self.manage(self.url, "reap")
         self.assertEqual(0, result.returncode, result.stderr)
         self.assertRegex(result.stdout, r"superseded\s+1")
@@ -468,7 +470,7 @@ class TestInspectionCommands(ManageTestCase):
             "cmp2", "cmp2", api.Capacity(api.Resources(2, 2048, 20))
         )
         self.gs.schedule(
-            1, 512, 1, instance_uuids=["inst-2"], force_hosts=["cmp2"]
+            1, 512, 1, instance_uuids=[INSTANCE_2], force_hosts=["cmp2"]
         )
         evil_host = "evil\nhost\x1b[2J\x9b31m\u202e"
         evil_node = "node\x1b]0;title\x07"
@@ -485,9 +487,13 @@ class TestInspectionCommands(ManageTestCase):
             conn.execute(
                 sa.text(
                     "UPDATE gs_grants SET scheduler = :scheduler, "
-                    "instance_uuid = :uuid WHERE instance_uuid = 'inst-2'"
+                    "instance_uuid = :uuid WHERE instance_uuid = :old"
                 ),
-                {"scheduler": "sched\r\x1b[31m", "uuid": "uuid\x1b[1A"},
+                {
+                    "scheduler": "sched\r\x1b[31m",
+                    "uuid": "uuid\x1b[1A",
+                    "old": INSTANCE_2,
+                },
             )
         for command in ("hosts", "grants"):
             with self.subTest(command=command):
