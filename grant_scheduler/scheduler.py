@@ -220,16 +220,23 @@ class Scheduler:
                 if chosen is None:
                     raise self._no_valid_host(view, request, lost_any)
             self.counters.attempts += 1
-            outcome = self.store.grant(
-                chosen.host_id,
-                amount,
-                self.name,
-                instance_uuid,
-                request.request_id,
-                self.settings.grant_ttl,
-                taken,
-                before_commit=self._hook("grant_inserted", chosen),
-            )
+            # NOTE: one list per grant: the store recognises its own earlier
+            # tries in it; the request's list collects them all, also when
+            # the grant raises, for withdrawal.
+            tries = []
+            try:
+                outcome = self.store.grant(
+                    chosen.host_id,
+                    amount,
+                    self.name,
+                    instance_uuid,
+                    request.request_id,
+                    self.settings.grant_ttl,
+                    tries,
+                    before_commit=self._hook("grant_inserted", chosen),
+                )
+            finally:
+                taken.extend(tries)
             self.hooks.fire(
                 "grant_verified", host=chosen.host, won=outcome.won
             )

@@ -21,6 +21,7 @@ from testscenarios import scenarios as ts_scenarios
 
 from grant_scheduler.db import api as db_api
 from grant_scheduler.db import migration
+from grant_scheduler.db import sa_compat
 
 # Admin URLs of the servers the functional tests create throw-away databases
 # in.  .ci/run and tools/prepare-test-databases.sh create these users.
@@ -105,7 +106,7 @@ class DatabaseFixture(fixtures.Fixture):
             migration.upgrade(self.database)
 
     def _create_server_database(self):
-        admin_url = sa.engine.make_url(ADMIN_URLS[self.backend])
+        admin_url = sa_compat.make_url(ADMIN_URLS[self.backend])
         name = "gs_test_%s" % uuid.uuid4().hex[:12]
         # NOTE: pre-ping, so the drop at cleanup survives a server restart
         # during the test (the fault-injection suite restarts MariaDB).
@@ -115,7 +116,7 @@ class DatabaseFixture(fixtures.Fixture):
         self.addCleanup(admin.dispose)
         try:
             with admin.connect() as conn:
-                conn.exec_driver_sql("CREATE DATABASE %s" % name)
+                sa_compat.execute_text(conn, "CREATE DATABASE %s" % name)
         except sa.exc.OperationalError as exc:
             raise AssertionError(
                 "The %s test server at %s is not reachable (%s). Start it, "
@@ -123,23 +124,25 @@ class DatabaseFixture(fixtures.Fixture):
                 "admin URL."
                 % (
                     self.backend,
-                    admin_url.render_as_string(hide_password=True),
+                    sa_compat.render_url(admin_url),
                     exc.orig,
                     ADMIN_URL_ENV[self.backend],
                 )
             )
         self.addCleanup(self._drop, admin, name)
-        url = admin_url.set(database=name)
-        return url.render_as_string(hide_password=False)
+        url = sa_compat.url_with_database(admin_url, name)
+        return sa_compat.render_url(url, hide_password=False)
 
     def _drop(self, admin, name):
         with admin.connect() as conn:
             if self.backend == "postgresql":
-                conn.exec_driver_sql(
-                    "DROP DATABASE IF EXISTS %s WITH (FORCE)" % name
+                sa_compat.execute_text(
+                    conn, "DROP DATABASE IF EXISTS %s WITH (FORCE)" % name
                 )
             else:
-                conn.exec_driver_sql("DROP DATABASE IF EXISTS %s" % name)
+                sa_compat.execute_text(
+                    conn, "DROP DATABASE IF EXISTS %s" % name
+                )
 
 
 class DatabaseTestCase:

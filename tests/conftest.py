@@ -1,9 +1,11 @@
 """Print what the fault-injection and Galera suites did, after results."""
 
-from tests.faults import harness
-
 
 def pytest_terminal_summary(terminalreporter):
+    # NOTE: imported here, not at the top: an import error in the product
+    # must fail the tests that import it, not abort the whole session.
+    from tests.faults import harness
+
     if not harness.RECORDS:
         return
     write = terminalreporter.write_line

@@ -288,7 +288,11 @@ class Database:
     def now(self, plus_seconds=0):
         """The server's UTC time (plus ``plus_seconds``), as SQL."""
         offset = round((self.clock_offset + plus_seconds) * 1000000)
-        return server_utc(sa.literal(offset, sa.BigInteger))
+        # NOTE: type_coerce, so SQLAlchemy 1.3 also reads SQLite's text back
+        # as a datetime.
+        return sa.type_coerce(
+            server_utc(sa.literal(offset, sa.BigInteger)), sa.DateTime()
+        )
 
     def start(self):
         """Start the engine (and test a connection) if it has not started."""

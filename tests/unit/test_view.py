@@ -1,5 +1,6 @@
-"""The per-request view ranks exactly as ``decision.best_fits`` does."""
+"""The per-request view and the per-process cache it is copied from."""
 
+import datetime
 import random
 
 from grant_scheduler import decision
@@ -7,6 +8,7 @@ from grant_scheduler import resources as gs_resources
 from grant_scheduler import scheduler
 from grant_scheduler import view as gs_view
 from tests import base
+from tests.unit import fakes
 
 R = gs_resources.Resources
 
@@ -32,7 +34,7 @@ def random_states(rng, count):
 
 
 class TestRanking(base.TestCase):
-    def test_same_order_as_best_fits(self):
+    def test_ranks_the_fitting_nodes_most_free_first(self):
         rng = random.Random(7)
         for trial in range(300):
             states = random_states(rng, rng.randint(1, 40))
@@ -44,30 +46,69 @@ class TestRanking(base.TestCase):
                 force_nodes=rng.choice([(), ("node2", "node3")]),
             )
             count = rng.randint(1, 5)
-            expected = decision.best_fits(
-                states, request.resources, request.placement, count
-            )
+            fitting = [
+                s
+                for s in states
+                if s.fits(request.resources)
+                and request.placement.allows(s)
+            ]
             view = gs_view.View(states)
-            got = view._best(request, count)
-            self.assertEqual(
-                [s.host_id for s in expected],
-                [s.host_id for s in got],
-                "trial %d" % trial,
-            )
+            got = view.ranked(request, count)
+            self.assertEqual(min(count, len(fitting)), len(got), trial)
+            keys = [decision.free_key(s) for s in got]
+            self.assertEqual(sorted(keys, reverse=True), keys, trial)
+            if got:
+                # Nothing left out is freer than the last one ranked.
+                left = [s for s in fitting if s not in got]
+                self.assertTrue(
+                    all(decision.free_key(s) <= keys[-1] for s in left), trial
+                )
 
-    def test_over_a_cache_adds_live_grants_without_touching_it(self):
+
+class TestCache(base.TestCase):
+    def make(self, clock):
         states = random_states(random.Random(3), 5)
-        for state in states:
-            state.granted = R()
-        base_states = {s.host_id: s for s in states}
-        base_free = {
-            h: (s.free.memory_mb, s.free.vcpus, s.free.disk_gb)
-            for h, s in base_states.items()
-        }
-        granted = {1: R(1, 1024, 10), 99: R(1, 1, 1)}
-        view = gs_view.View.over(base_states, base_free, granted, {})
-        self.assertEqual(R(1, 1024, 10), view._states[1].granted)
-        self.assertEqual(R(), base_states[1].granted)
-        view.consume(view._states[2], R(1, 1, 1))
-        self.assertEqual(R(), base_states[2].granted)
-        self.assertEqual(R(1, 1, 1), view._states[2].granted)
+        store = fakes.FakeStore(states)
+        cache = gs_view.ViewCache(
+            store, resync_interval=60.0, overlap=2.0, clock=clock
+        )
+        return store, cache
+
+    def test_reads_what_changed_since_the_newest_stamp_less_the_overlap(self):
+        now = [0.0]
+        store, cache = self.make(lambda: now[0])
+        cache.view()
+        self.assertEqual([None], store.reads)
+        cache.view()
+        newest = fakes._EPOCH + datetime.timedelta(seconds=5)
+        self.assertEqual(newest - datetime.timedelta(seconds=2), store.reads[1])
+        now[0] = 61.0
+        cache.view()
+        self.assertIsNone(store.reads[2])
+        self.assertEqual(2, cache.full_reads)
+
+    def test_a_view_is_a_copy(self):
+        store, cache = self.make(lambda: 0.0)
+        view = cache.view()
+        state = view.states()[0]
+        view.consume(state, R(1, 1, 1))
+        cached = {s.host_id: s for s in cache.states()}
+        self.assertEqual(state.granted, cached[state.host_id].granted)
+        mine = {s.host_id: s for s in view.states()}
+        self.assertEqual(state.granted + R(1, 1, 1), mine[state.host_id].granted)
+
+    def test_fold_keeps_what_a_grant_saw(self):
+        store, cache = self.make(lambda: 0.0)
+        cache.view()
+        full = gs_resources.HostState(
+            host_id=1,
+            host="h",
+            node="n",
+            capacity=gs_resources.Capacity(R(1, 1, 1)),
+            used=R(1, 1, 1),
+        )
+        cache.fold(1, full)
+        cached = {s.host_id: s for s in cache.states()}
+        self.assertEqual(R(1, 1, 1), cached[1].used)
+        cache.fold(1, None)
+        self.assertNotIn(1, {s.host_id for s in cache.states()})

@@ -90,7 +90,11 @@ def _hosts():
                 existing_type=sa.String(255),
                 existing_nullable=False,
             )
-    with op.batch_alter_table("gs_hosts") as batch:
+    # NOTE: on SQLite this copies the table once more: it must keep
+    # AUTOINCREMENT too.
+    with op.batch_alter_table(
+        "gs_hosts", table_kwargs={"sqlite_autoincrement": True}
+    ) as batch:
         for name in NEW_HOST_COLUMNS:
             batch.alter_column(
                 name,
