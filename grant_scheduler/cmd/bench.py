@@ -467,19 +467,26 @@ def summary(rows, context, build_delay_ms):
         )
     over = [r for r in rows if r["overcommitted_hosts"]]
     if over:
-        worst = {}
-        for r in over:
-            if r["overcommitted_hosts"] >= worst.get(r["strategy"], (0,))[0]:
-                worst[r["strategy"]] = (r["overcommitted_hosts"], r)
         bits = []
-        for _, r in worst.values():
-            text = "%s overcommitted %s at %s" % (
-                _label(r),
-                _count(r["overcommitted_hosts"], "host"),
-                _count(r["schedulers"], "scheduler"),
+        for name in dict.fromkeys(r["strategy"] for r in over):
+            runs = [r for r in rows if r["strategy"] == name]
+            bad = [r for r in runs if r["overcommitted_hosts"]]
+            text = "%s overcommitted hosts in %d of %d runs (%s)" % (
+                _label(bad[0]),
+                len(bad),
+                len(runs),
+                ", ".join(
+                    "%d at %d, placing %d"
+                    % (
+                        r["overcommitted_hosts"],
+                        r["schedulers"],
+                        r["placed"],
+                    )
+                    for r in bad
+                ),
             )
-            if fits is not None and r["placed"] > fits:
-                text += " (placed %d where %d fit)" % (r["placed"], fits)
+            if fits is not None:
+                text += " where %d fit" % fits
             bits.append(text)
         sentences.append("; ".join(bits) + ".")
     else:

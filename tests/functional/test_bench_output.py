@@ -92,6 +92,13 @@ class Summary(base.TestCase):
         self.assertNotIn("after the answer", text)
 
         overcommitting = [
+            row("placement-api", schedulers=1, placed=160),
+            row(
+                "placement-api",
+                schedulers=2,
+                placed=162,
+                overcommitted_hosts=2,
+            ),
             row("placement-api", placed=164, overcommitted_hosts=4),
             row("grants", placed=160),
         ]
@@ -99,8 +106,8 @@ class Summary(base.TestCase):
             bench.summary(overcommitting, {"serial_placed": 160}, 0).split()
         )
         self.assertIn(
-            "placement-api overcommitted 4 hosts at 8 schedulers "
-            "(placed 164 where 160 fit)",
+            "placement-api overcommitted hosts in 2 of 3 runs (2 at 2, "
+            "placing 162, 4 at 8, placing 164) where 160 fit",
             text,
         )
 
