@@ -699,8 +699,11 @@ class Strategy:
     def room_check(self, options):
         return RoomCheck(options["placement_db_url"])
 
-    def scheduler_side(self, url, settings, hooks=None):
-        return Scheduler(url, settings)
+    def scheduler_side(self, url, settings, hooks=None, rng=None):
+        side = Scheduler(url, settings)
+        if rng is not None:
+            side.gs.scheduler.rng = rng
+        return side
 
     def compute_side(self, url, settings):
         return Compute(url, settings)

@@ -2,6 +2,7 @@
 
 import queue
 import threading
+import types
 import uuid
 
 import fixtures
@@ -26,7 +27,11 @@ class _AlwaysNoValidHost:
 
     class Side:
         def __init__(self, url):
-            self.gs = api.GrantScheduler(db_api.Database(url))
+            # What the runner reaches through ``side.gs``.
+            self.gs = types.SimpleNamespace(
+                database=db_api.Database(url),
+                scheduler=types.SimpleNamespace(rng=None),
+            )
             self.attempts = 0
             self.conflicts = 0
 
@@ -34,7 +39,7 @@ class _AlwaysNoValidHost:
             self.attempts += 1
             return None
 
-    def scheduler_side(self, url, settings, hooks=None):
+    def scheduler_side(self, url, settings, hooks=None, rng=None):
         return self.Side(url)
 
 
