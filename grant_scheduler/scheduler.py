@@ -258,8 +258,11 @@ class Scheduler:
             self.counters.conflicts += 1
             losses += 1
             lost_any = True
-            view.replace(chosen.host_id, outcome.state)
+            # The lost write read the node under its lock: keep that, then
+            # read what else changed meanwhile (others won elsewhere too).
             self.view_cache.fold(chosen.host_id, outcome.state)
+            self.view_cache.refresh()
+            view.reload(self.view_cache.states())
             LOG.debug("%s no longer fits %s; falling over", chosen.host, amount)
 
     def _hook(self, point, chosen):

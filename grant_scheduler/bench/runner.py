@@ -22,8 +22,8 @@ from grant_scheduler import injection
 from grant_scheduler.bench import metrics
 from grant_scheduler.bench import strategies
 from grant_scheduler.db import api as db_api
+from grant_scheduler.db import baselines
 from grant_scheduler.db import migration
-from grant_scheduler.db import models
 
 STOP = None
 COMPUTES = 2
@@ -51,11 +51,13 @@ def count_statements(database, latency_s=0.0):
 
 
 def _settings(options):
-    return api.Settings(
-        host_subset_size=options["host_subset_size"],
-        max_fallovers=options["max_fallovers"],
-        grant_ttl=600,
-    )
+    """The product's defaults, but for what the command line changed."""
+    changed = {
+        name: options[name]
+        for name in ("host_subset_size", "max_fallovers")
+        if options.get(name) is not None
+    }
+    return api.Settings(**changed)
 
 
 def scheduler_process(
@@ -93,9 +95,11 @@ def scheduler_process(
                 lambda **info: time.sleep(jitter.uniform(0, delay)),
             )
         side = strategy.scheduler_side(
-            options["url"], _settings(options), hooks
+            options["url"],
+            _settings(options),
+            hooks,
+            rng=random.Random(options["seed"]),
         )
-        side.gs.scheduler.rng = random.Random(options["seed"])
         counts = count_statements(side.gs.database, options["latency_s"])
         room = metrics.room_check(strategy, options)
         barrier.wait(RESULT_TIMEOUT)
@@ -188,27 +192,10 @@ def compute_process(strategy_name, options, work, replies, results):
 def reset(database, workload):
     """Empty the tables and report the workload's hosts."""
     migration.upgrade(database)
-    with database.writer() as conn:
-        for table in (models.grants, models.claims, models.hosts):
-            conn.execute(table.delete())
-    gs = api.GrantScheduler(database)
-    with database.writer() as conn:
-        conn.execute(
-            models.hosts.insert().values(
-                created_at=db_api.utcnow(), updated_at=db_api.utcnow()
-            ),
-            [
-                dict(
-                    host=name,
-                    node=name,
-                    vcpus=workload.capacity.vcpus,
-                    memory_mb=workload.capacity.memory_mb,
-                    disk_gb=workload.capacity.disk_gb,
-                )
-                for name in workload.host_names()
-            ],
-        )
-    return gs
+    baselines.reset(
+        database, workload.host_names(), api.Capacity(workload.capacity)
+    )
+    return api.GrantScheduler(database)
 
 
 def run(strategy_name, workload, schedulers, options, progress=None):
@@ -326,20 +313,6 @@ def commit_ceiling(url, seconds=1.0):
     """The database's raw single-row commit rate, measured now."""
     database = db_api.Database(url)
     try:
-        with database.writer() as conn:
-            conn.exec_driver_sql(
-                "CREATE TABLE IF NOT EXISTS gs_bench_ceiling (id INTEGER)"
-            )
-        commits = 0
-        deadline = time.perf_counter() + seconds
-        started = time.perf_counter()
-        while time.perf_counter() < deadline:
-            with database.writer() as conn:
-                conn.exec_driver_sql("INSERT INTO gs_bench_ceiling VALUES (1)")
-            commits += 1
-        rate = commits / (time.perf_counter() - started)
-        with database.writer() as conn:
-            conn.exec_driver_sql("DROP TABLE gs_bench_ceiling")
-        return rate
+        return baselines.commit_ceiling(database, seconds)
     finally:
         database.dispose()

@@ -21,18 +21,14 @@ they stand for:
     up to ``max_attempts`` times.
 """
 
-import sqlalchemy as sa
+import random
 
-from grant_scheduler import api
 from grant_scheduler import decision
 from grant_scheduler import exception
-from grant_scheduler.bench import naive
+from grant_scheduler import view as gs_view
+from grant_scheduler.bench import factory
 from grant_scheduler.bench import placement_api
-from grant_scheduler.db import api as db_api
-from grant_scheduler.db import claims
-from grant_scheduler.db import models
-from grant_scheduler.db import rows
-from grant_scheduler.db import store as gs_store
+from grant_scheduler.db import baselines
 
 MAX_ATTEMPTS = 3
 MAX_CAS_RETRIES = 200
@@ -72,63 +68,60 @@ class ClaimingCompute(_Side):
             return False
 
 
-class LegacyScheduler(_Side):
-    """Chooses from host rows alone; the caller retries on rejection."""
+class _FullReads(_Side):
+    """A scheduler that reads every node row per attempt, as Nova's
+    HostManager and placement's allocation candidates do."""
+
+    def __init__(self, gs, rng):
+        super().__init__(gs)
+        self.spread = decision.Spread(rng)
+        self.store = factory.store_of(gs)
+
+    def _choose(self, states, amount, placement):
+        view = gs_view.View(states, self.spread)
+        request = _Request(amount, placement)
+        return view.choose(request, self.gs.settings.host_subset_size)
+
+
+class _Request:
+    """The part of ``scheduler.Request`` a ``View`` ranks with."""
+
+    num_alternates = 0
+
+    def __init__(self, resources, placement):
+        self.resources = resources
+        self.placement = placement
+
+
+class LegacyScheduler(_FullReads):
+    """Chooses from node rows alone; the caller retries on rejection."""
 
     def choose(self, amount, ignore):
         self.attempts += 1
         placement = decision.Placement(ignore_hosts=frozenset(ignore))
-        states = self.gs.store.load_view()
-        for state in states:
-            state.granted = api.Resources()
-        ranked = decision.best_fits(
-            states, amount, placement, self.gs.settings.host_subset_size
-        )
-        chosen = decision.pick(
-            ranked, self.gs.settings.host_subset_size, self.gs.scheduler.rng
-        )
+        states = [state for state, _ in self.store.read_hosts()]
+        chosen = self._choose(states, amount, placement)
         return None if chosen is None else (chosen.host, chosen.node)
 
 
-class PlacementStore(gs_store.Store):
-    """Capacity check and allocation in one transaction, guarded by the
-    host's generation (placement's resource-provider generation)."""
+class PlacementScheduler(_FullReads):
+    """Read usage, choose, allocate with a generation compare-and-swap."""
 
-    @db_api.transactional("writer")
-    def allocate(self, conn, host_id, generation, amount, instance_uuid):
-        H = models.hosts
-        result = conn.execute(
-            H.update()
-            .where(H.c.id == host_id, H.c.generation == generation)
-            .values(**rows.add_usage(amount))
-        )
-        if result.rowcount != 1:
-            return False
-        claims.insert_claim(conn, instance_uuid, host_id, amount, None)
-        return True
-
-    @db_api.transactional("reader")
-    def usage_view(self, conn):
-        return [
-            rows.host_state(row)
-            for row in conn.execute(sa.select(models.hosts))
-        ]
-
-
-class PlacementScheduler(_Side):
     def place(self, amount, instance_uuid):
-        store = self.gs.store
-        size = self.gs.settings.host_subset_size
         for _ in range(MAX_CAS_RETRIES):
             self.attempts += 1
-            ranked = decision.best_fits(
-                store.usage_view(), amount, decision.Placement(), size
+            read = self.store.read_with_generation()
+            generations = {state.host_id: gen for state, gen in read}
+            chosen = self._choose(
+                [state for state, _ in read], amount, decision.Placement()
             )
-            chosen = decision.pick(ranked, size, self.gs.scheduler.rng)
             if chosen is None:
                 return None
-            if store.allocate(
-                chosen.host_id, chosen.generation, amount, instance_uuid
+            if self.store.allocate(
+                chosen.host_id,
+                generations[chosen.host_id],
+                amount,
+                instance_uuid,
             ):
                 return chosen.host, chosen.node
             self.conflicts += 1
@@ -163,18 +156,19 @@ class Strategy:
     def label(self):
         return self.name + (" (UNSAFE)" if self.unsafe else "")
 
-    def _gs(self, url, settings, hooks=None):
-        database = db_api.Database(url)
-        store = self.store_cls(database) if self.store_cls else None
-        return api.GrantScheduler(
-            database, settings=settings, hooks=hooks, store=store
+    def scheduler_side(self, url, settings, hooks=None, rng=None):
+        rng = rng or random.Random()
+        gs = factory.grant_scheduler(
+            url, settings, hooks=hooks, rng=rng, store_cls=self.store_cls
         )
-
-    def scheduler_side(self, url, settings, hooks=None):
-        return self.scheduler_cls(self._gs(url, settings, hooks))
+        if issubclass(self.scheduler_cls, _FullReads):
+            return self.scheduler_cls(gs, rng)
+        return self.scheduler_cls(gs)
 
     def compute_side(self, url, settings):
-        return self.compute_cls(self._gs(url, settings))
+        return self.compute_cls(
+            factory.grant_scheduler(url, settings, store_cls=self.store_cls)
+        )
 
 
 STRATEGIES = {
@@ -187,14 +181,14 @@ STRATEGIES = {
             "placement",
             PlacementScheduler,
             AllocatedCompute,
-            store_cls=PlacementStore,
+            store_cls=baselines.PlacementModelStore,
         ),
         Strategy("grants", GrantsScheduler, ClaimingCompute),
         Strategy(
             "grants-naive",
             GrantsScheduler,
             ClaimingCompute,
-            store_cls=naive.NaiveStore,
+            store_cls=baselines.NaiveStore,
             unsafe=True,
         ),
     )

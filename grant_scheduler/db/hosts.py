@@ -20,7 +20,7 @@ GRANTS = models.grants
 CLAIMS = models.claims
 
 
-def _capacity_values(capacity, node_uuid):
+def capacity_values(capacity, node_uuid=None):
     values = {
         **rows.values(capacity.total),
         **rows.values(capacity.reserved, prefix="reserved_"),
@@ -50,7 +50,7 @@ def _insert(conn, db, host, node, capacity, used, node_uuid):
             node=node,
             created_at=db.now(),
             updated_at=db.now(),
-            **_capacity_values(capacity, node_uuid),
+            **capacity_values(capacity, node_uuid),
             **rows.values(used, suffix="_used"),
             **rows.values(used, prefix="external_"),
             **rows.values(NOTHING, prefix="granted_"),
@@ -72,7 +72,7 @@ def report(conn, db, host, node, capacity, used=None, node_uuid=None):
     found = host_id(conn, host, node)
     if found is None:
         return _insert(conn, db, host, node, capacity, used, node_uuid)
-    values = _capacity_values(capacity, node_uuid)
+    values = capacity_values(capacity, node_uuid)
     if used is not None:
         values.update(rows.values(used, suffix="_used"))
         values.update(rows.values(used, prefix="external_"))
