@@ -7,8 +7,13 @@ used from Python) on a machine without Nova installed.
 
 import dataclasses
 import importlib
+import math
+
+from oslo_config import cfg
 
 from grant_scheduler import exception
+from grant_scheduler.resources import DIMENSIONS
+from grant_scheduler.resources import NOTHING
 from grant_scheduler.resources import Capacity
 from grant_scheduler.resources import Resources
 
@@ -37,48 +42,145 @@ def field(obj, name, default=None):
     """``obj.name`` for a Nova object (unset fields are not lazy-loadable)
     or any other object; ``default`` when unset or None."""
     is_set = getattr(obj, "obj_attr_is_set", None)
-    if is_set is not None and not is_set(name):
-        return default
+    if is_set is not None:
+        try:
+            if not is_set(name):
+                return default
+        except AttributeError:  # not a field of this object's version
+            return default
     value = getattr(obj, name, None)
     return default if value is None else value
 
 
-def flavor_resources(flavor):
+def flavor_resources(flavor, is_bfv=False):
     """A flavour's ``Resources``, counted the way Nova's HostState consumes
     it: vCPU, RAM, and root plus ephemeral disk (swap is not local disk
-    in Nova's scheduler accounting)."""
+    in Nova's scheduler accounting).  A server booted from a volume has
+    its root disk on the volume, so only its ephemeral disk is local."""
+    root_gb = 0 if is_bfv else field(flavor, "root_gb", 0)
     return Resources(
         vcpus=field(flavor, "vcpus", 0),
         memory_mb=field(flavor, "memory_mb", 0),
-        disk_gb=field(flavor, "root_gb", 0) + field(flavor, "ephemeral_gb", 0),
+        disk_gb=root_gb + field(flavor, "ephemeral_gb", 0),
     )
 
 
-def capacity_of(host_state):
-    """Capacity and usage of a Nova HostState.
+def spec_resources(spec_obj):
+    """What a RequestSpec asks of a host.
 
-    Nova counts reserved memory and disk as used, so the capacity has no
-    reserved part; an unset allocation ratio is taken as 1.0 (no
-    overcommit) rather than guessed.
+    ``is_bfv`` is RequestSpec's field from Nova 18 on (its placement
+    request leaves the root disk out for volume-backed servers).  Older
+    releases have no such field, and their own scheduler charged the root
+    disk; so does this one there.
+    """
+    return flavor_resources(
+        field(spec_obj, "flavor"), is_bfv=bool(field(spec_obj, "is_bfv"))
+    )
+
+
+# Nova's compute-side options for what the host keeps for itself.  The
+# resource tracker writes them into the compute node record as used
+# (memory_mb_used = reserved_host_memory_mb + instances, ...).
+_RESERVED_OPTIONS = (
+    ("vcpus", "reserved_host_cpus", 1),
+    ("memory_mb", "reserved_host_memory_mb", 1),
+    ("disk_gb", "reserved_host_disk_mb", 1024),
+)
+
+
+def reserved_from_conf(conf):
+    """``Resources`` reserved for the host itself, from Nova's options.
+
+    Disk is rounded up to whole GB, as Nova reports DISK_GB's reserved
+    amount to placement.  An option this release does not have counts 0.
+    """
+    amounts = {}
+    for name, option, per_unit in _RESERVED_OPTIONS:
+        try:
+            value = conf[option] or 0
+        except (cfg.NoSuchOptError, KeyError):
+            value = 0
+        amounts[name] = int(math.ceil(value / per_unit))
+    return Resources(**amounts)
+
+
+def capacity_of(host_state, reserved=NOTHING):
+    """The ``Capacity`` of a Nova HostState.
+
+    ``reserved`` (``reserved_from_conf``) is the host's own share: Nova
+    counts it as used in the compute node record, grant_scheduler as
+    reserved, so usage is the instances alone.  An unset allocation ratio
+    is taken as 1.0 (no overcommit) rather than guessed.
     """
     total = Resources(
         vcpus=host_state.vcpus_total,
         memory_mb=host_state.total_usable_ram_mb,
         disk_gb=host_state.total_usable_disk_gb,
     )
-    used = Resources(
-        vcpus=host_state.vcpus_used,
-        memory_mb=host_state.total_usable_ram_mb - host_state.free_ram_mb,
-        disk_gb=host_state.total_usable_disk_gb
-        - host_state.free_disk_mb // 1024,
-    )
-    capacity = Capacity(
+    return Capacity(
         total=total,
+        reserved=_at_most(reserved, total),
         cpu_allocation_ratio=host_state.cpu_allocation_ratio or 1.0,
         ram_allocation_ratio=host_state.ram_allocation_ratio or 1.0,
         disk_allocation_ratio=host_state.disk_allocation_ratio or 1.0,
     )
-    return capacity, used
+
+
+def recorded_usage(host_state, reserved=NOTHING):
+    """What the compute node record counts as used by instances.
+
+    Disk comes from the record's ``local_gb_used``, not from free disk,
+    which Nova lowers to ``disk_available_least`` (the hypervisor's view
+    of thin images).
+    """
+    return _not_below_zero(
+        Resources(
+            vcpus=host_state.vcpus_used,
+            memory_mb=host_state.total_usable_ram_mb - host_state.free_ram_mb,
+            disk_gb=host_state.disk_mb_used // 1024,
+        )
+        - reserved
+    )
+
+
+def current_usage(host_state, reserved=NOTHING):
+    """What a HostState counts as used now, including what this very
+    request has consumed from it (``consume_from_request`` lowers free
+    RAM and free disk), less the host's reserved share."""
+    return _not_below_zero(
+        Resources(
+            vcpus=host_state.vcpus_used,
+            memory_mb=host_state.total_usable_ram_mb - host_state.free_ram_mb,
+            disk_gb=host_state.total_usable_disk_gb
+            - host_state.free_disk_mb // 1024,
+        )
+        - reserved
+    )
+
+
+def _not_below_zero(amount):
+    return Resources(*(max(0, getattr(amount, n)) for n in DIMENSIONS))
+
+
+def _at_most(amount, limit):
+    return Resources(
+        *(min(getattr(amount, n), getattr(limit, n)) for n in DIMENSIONS)
+    )
+
+
+def same_capacity(one, other):
+    """Equal totals and reserved amounts, and allocation ratios equal to
+    the precision a database float keeps (MySQL's FLOAT is 4 bytes)."""
+    if one.total != other.total or one.reserved != other.reserved:
+        return False
+    return all(
+        math.isclose(getattr(one, name), getattr(other, name), rel_tol=1e-6)
+        for name in (
+            "cpu_allocation_ratio",
+            "ram_allocation_ratio",
+            "disk_allocation_ratio",
+        )
+    )
 
 
 def no_valid_host(reason):
@@ -116,3 +218,12 @@ class StandaloneSelection:
     limits: dict = None
     allocation_request: str = None
     allocation_request_version: str = None
+
+
+@dataclasses.dataclass(frozen=True)
+class StandaloneHostState:
+    """What Nova 16's manager reads from a driver's answer, without Nova."""
+
+    host: str
+    nodename: str
+    limits: dict = None

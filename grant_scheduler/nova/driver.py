@@ -7,20 +7,27 @@ manager loads it with ``stevedore.driver.DriverManager(
 "nova.scheduler.driver", name, invoke_on_load=True)`` before forking its
 workers, so construction only records what it was given (DESIGN H9).
 
-Per request: Nova's HostStates (from ``host_manager``), less the live
-grants, go through Nova's own filters and weighers; the chosen host is then
-granted through the protocol, falling over to the next one when the grant
-loses.  Without Nova importable the built-in capacity filter and RAM/vCPU
-weigher do the same job over grant_scheduler's own host rows.
+Per request: Nova's HostStates, less the live grants of this process's
+cached view (``GrantScheduler.view``: one read of the rows changed since
+the last request), are filtered and weighed by Nova's own host manager
+(``nova_view.NovaView``); the chosen host is then granted through the
+protocol (``GrantScheduler.schedule_request``), falling over to the next
+one when the grant does not fit.  Without Nova importable, the
+scheduler's own view and ranking do the same job over grant_scheduler's
+rows.
+
+``host_manager`` is Nova's HostManager extended to consume grants from
+the instance information computes send (``host_manager``), so Nova 22
+needs nothing installed on its computes.
 """
 
-from oslo_db import exception as db_exc
 from oslo_log import log as logging
 from oslo_service import periodic_task
 
 from grant_scheduler import exception
 from grant_scheduler import scheduler
 from grant_scheduler.nova import compat
+from grant_scheduler.nova import registry
 from grant_scheduler.nova import service
 from grant_scheduler.nova import view as nova_view
 
@@ -35,7 +42,13 @@ _OPTIONAL_ARGS = (
     "allocation_request_version",
     "return_alternates",
 )
+_HOST_STATES_FROM = 1  # index of alloc_reqs_by_rp_uuid (16)
 _SELECTION_OBJECTS_FROM = 3  # index of allocation_request_version (17+)
+
+# The answer each release's manager expects.
+DICTS = "dicts"  # 13-15: [{"host", "nodename", "limits"}]
+HOST_STATES = "host_states"  # 16: objects with .host, .nodename, .limits
+SELECTIONS = "selections"  # 17-22: [[Selection, alternates...]]
 
 DEFAULT_MAX_ATTEMPTS = 3
 
@@ -71,12 +84,12 @@ class StandaloneHostManager:
         raise AttributeError(name)
 
 
-class _Reaper(periodic_task.PeriodicTasks):
-    """The reaper as an oslo periodic task, due every ``reap_interval``."""
+class _Periodic(periodic_task.PeriodicTasks):
+    """The driver's periodic tasks, run from the manager's."""
 
-    def __init__(self, conf, grant_scheduler):
+    def __init__(self, conf, driver):
         super().__init__(conf)
-        self._grant_scheduler = grant_scheduler
+        self._driver = driver
         # NOTE: the decorator fixes a spacing at import time, before the
         # configuration is read; this instance takes the configured one.
         self._periodic_spacing = dict(self._periodic_spacing)
@@ -86,9 +99,13 @@ class _Reaper(periodic_task.PeriodicTasks):
 
     @periodic_task.periodic_task(spacing=60, run_immediately=True)
     def reap_grants(self, context):
-        counts = self._grant_scheduler.get().reap()
+        counts = self._driver.grant_scheduler.reap()
         if any(counts.values()):
             LOG.info("Reaped grants: %s", counts)
+
+    @periodic_task.periodic_task(spacing=60, run_immediately=True)
+    def sync_hosts(self, context):
+        self._driver.sync_hosts(context)
 
 
 class GrantSchedulerDriver:
@@ -106,8 +123,12 @@ class GrantSchedulerDriver:
         if grant_scheduler is not None:
             self._lazy.set(grant_scheduler)
         self._host_manager = None
-        self._pipeline = None
-        self._reaper = None
+        self._periodic = None
+        self.registry = registry.NodeRegistry(
+            self._lazy.get,
+            lambda: compat.reserved_from_conf(self._lazy.conf),
+            lambda: self.host_manager,
+        )
 
     @property
     def grant_scheduler(self):
@@ -115,40 +136,71 @@ class GrantSchedulerDriver:
 
     @property
     def host_manager(self):
-        """Nova's HostManager (built in the worker, on first use), or a
-        stand-in when Nova is not installed."""
+        """``host_manager.GrantsHostManager`` (built in the worker, on
+        first use), or a stand-in when Nova is not installed."""
         if self._host_manager is None:
-            module = compat.nova_module("scheduler.host_manager")
-            if module is None:
+            if not compat.have_nova():
                 self._host_manager = StandaloneHostManager()
             else:
-                self._host_manager = module.HostManager()
+                from grant_scheduler.nova import host_manager
+
+                self._warn_without_instance_info()
+                self._host_manager = host_manager.GrantsHostManager(
+                    self._lazy.get, self.nodes_of_host
+                )
         return self._host_manager
 
     @host_manager.setter
     def host_manager(self, value):
         self._host_manager = value
 
+    def _warn_without_instance_info(self):
+        tracked = nova_view.nova_option(
+            self._lazy.conf, "track_instance_changes", True
+        )
+        if not tracked:
+            LOG.warning(
+                "[filter_scheduler] track_instance_changes is off: computes "
+                "then send no instance info, and without the build hook or "
+                "a claiming virt driver nothing consumes grants"
+            )
+
+    def nodes_of_host(self, host):
+        """The names of ``host``'s nodes grant_scheduler knows."""
+        return sorted(
+            s.node
+            for s in self.grant_scheduler.view().states()
+            if s.host == host
+        )
+
     def run_periodic_tasks(self, context):
         """Called by Nova's scheduler manager from its periodic task."""
-        if self._reaper is None:
-            self._reaper = _Reaper(self._lazy.conf, self._lazy)
-        return self._reaper.run_periodic_tasks(context)
+        if self._periodic is None:
+            self._periodic = _Periodic(self._lazy.conf, self)
+        return self._periodic.run_periodic_tasks(context)
+
+    def sync_hosts(self, context):
+        """Register new compute nodes and report changed capacities."""
+        if not compat.have_nova():
+            return
+        host_states = self.host_manager.host_states(context)
+        states = self.grant_scheduler.view().states()
+        self.registry.sync(context, states, host_states)
 
     def select_destinations(self, context, spec_obj, *args, **kwargs):
         """Every signature from Nova 13 to 22 (see ``_OPTIONAL_ARGS``).
 
-        :returns: for 13-16 a list of ``{"host", "nodename", "limits"}``
-            dicts, one per instance; for 17-22 one list per instance of
-            ``Selection`` objects, the granted host first, then up to
-            ``max_attempts - 1`` alternates when ``return_alternates``.
+        :returns: for 13-15 a list of ``{"host", "nodename", "limits"}``
+            dicts, one per instance; for 16 the chosen HostStates; for
+            17-22 one list per instance of ``Selection`` objects, the
+            granted host first, then up to ``max_attempts - 1`` alternates
+            when ``return_alternates``.
         :raises NoValidHost: Nova's, when not every instance fits; nothing
             stays granted then.
         """
         call = _bind(args, kwargs)
-        objects_style = call["selection_objects"]
         alternates = 0
-        if objects_style and call["return_alternates"]:
+        if call["answer"] == SELECTIONS and call["return_alternates"]:
             max_attempts = nova_view.nova_option(
                 self._lazy.conf, "max_attempts", DEFAULT_MAX_ATTEMPTS
             )
@@ -158,76 +210,27 @@ class GrantSchedulerDriver:
         except exception.GrantSchedulerError as exc:
             raise compat.no_valid_host(str(exc)) from exc
         gs = self.grant_scheduler
-        request_view = self._view(context, spec_obj)
+        request_view = self._view(gs, context, spec_obj, request)
         try:
-            selections = gs.scheduler.schedule(request, view=request_view)
+            selections = gs.schedule_request(request, view=request_view)
         except exception.NoValidHost as exc:
             raise compat.no_valid_host(str(exc)) from exc
-        answer = _Answer(request_view)
-        if objects_style:
-            return [answer.selection_list(s) for s in selections]
-        return [answer.legacy_dict(s) for s in selections]
+        return _Answer(request_view).build(call["answer"], selections)
 
-    # -- the view ----------------------------------------------------------
-
-    def _view(self, context, spec_obj):
+    def _view(self, gs, context, spec_obj, request):
         """Nova's view for this request; None (the scheduler's own cached
         view and built-in ranking) without Nova."""
         if not compat.have_nova():
             return None
-        gs = self.grant_scheduler
-        states = gs.store.load_view()
-        host_states = list(self.host_manager.get_all_host_states(context))
-        if self._register_new_hosts(gs, states, host_states):
-            states = gs.store.load_view()
-        if self._pipeline is None:
-            self._pipeline = nova_view.Pipeline(self._lazy.conf)
-        return nova_view.NovaView(
-            states, host_states, spec_obj, self._pipeline
+        manager = self.host_manager
+        host_states = manager.host_states(context, spec_obj)
+        request_view = gs.view(view_cls=nova_view.NovaView)
+        known = {(s.host, s.node) for s in request_view.states()}
+        if self.registry.register_unknown(context, known, host_states):
+            request_view = gs.view(view_cls=nova_view.NovaView)
+        return request_view.bind(
+            host_states, spec_obj, manager, request.instance_uuids
         )
-
-    def _register_new_hosts(self, gs, states, host_states):
-        """Give every compute node Nova knows a row; True if any was new.
-
-        A new row takes its capacity and usage from Nova's compute node
-        record; from then on claims and releases move its usage.  A row
-        whose capacity changed in Nova (totals, allocation ratios) is
-        updated without touching usage.
-        """
-        known = {(s.host, s.node): s for s in states}
-        added = False
-        for host_state in host_states:
-            if host_state.uuid is None:
-                continue  # Nova has not yet seen this node's usage
-            capacity, used = compat.capacity_of(host_state)
-            state = known.get((host_state.host, host_state.nodename))
-            if state is None:
-                try:
-                    added |= (
-                        gs.store.register_host(
-                            host_state.host,
-                            host_state.nodename,
-                            capacity,
-                            used=used,
-                            node_uuid=host_state.uuid,
-                        )
-                        is not None
-                    )
-                except (exception.InvalidResources, db_exc.DBError):
-                    LOG.exception(
-                        "Could not register %s/%s",
-                        host_state.host,
-                        host_state.nodename,
-                    )
-            elif state.capacity != capacity:
-                gs.store.report_host(
-                    host_state.host,
-                    host_state.nodename,
-                    capacity,
-                    node_uuid=host_state.uuid,
-                )
-                added = True
-        return added
 
 
 def _bind(args, kwargs):
@@ -244,11 +247,21 @@ def _bind(args, kwargs):
             % ", ".join(sorted(unknown))
         )
     call = dict.fromkeys(_OPTIONAL_ARGS)
-    call.update(zip(_OPTIONAL_ARGS, args, strict=False))
+    call.update(zip(_OPTIONAL_ARGS, args))
     call.update(kwargs)
-    call["selection_objects"] = len(args) > _SELECTION_OBJECTS_FROM or any(
-        name in kwargs for name in _OPTIONAL_ARGS[_SELECTION_OBJECTS_FROM:]
-    )
+
+    def given_from(index):
+        return len(args) > index or any(
+            name in kwargs for name in _OPTIONAL_ARGS[index:]
+        )
+
+    if given_from(_SELECTION_OBJECTS_FROM):
+        call["answer"] = SELECTIONS
+    elif given_from(_HOST_STATES_FROM):
+        call["answer"] = HOST_STATES
+    else:
+        call["answer"] = DICTS
+    call["selection_objects"] = call["answer"] == SELECTIONS
     return call
 
 
@@ -260,7 +273,7 @@ def _request(context, spec_obj, call, alternates):
         # instance, and the compute claims the rest by resources.
         first = compat.field(spec_obj, "instance_uuid")
         instance_uuids = [first] + [None] * (count - 1)
-    amount = compat.flavor_resources(compat.field(spec_obj, "flavor"))
+    amount = compat.spec_resources(spec_obj)
     return scheduler.Request.build(
         amount.vcpus,
         amount.memory_mb,
@@ -285,6 +298,13 @@ class _Answer:
         find = getattr(self._view, "host_state", None)
         return find(host, node) if find else None
 
+    def build(self, style, selections):
+        if style == SELECTIONS:
+            return [self._selection_list(s) for s in selections]
+        if style == HOST_STATES:
+            return [self._host_state_like(s) for s in selections]
+        return [self._legacy_dict(s) for s in selections]
+
     def _selection(self, destination):
         host_state = self._host_state(destination.host, destination.node)
         if self._objects is not None and host_state is not None:
@@ -296,12 +316,20 @@ class _Answer:
             limits=dict(getattr(host_state, "limits", None) or {}),
         )
 
-    def selection_list(self, selection):
+    def _selection_list(self, selection):
         return [self._selection(selection)] + [
             self._selection(alternate) for alternate in selection.alternates
         ]
 
-    def legacy_dict(self, selection):
+    def _host_state_like(self, selection):
+        host_state = self._host_state(selection.host, selection.node)
+        if host_state is not None:
+            return host_state
+        return compat.StandaloneHostState(
+            host=selection.host, nodename=selection.node, limits={}
+        )
+
+    def _legacy_dict(self, selection):
         host_state = self._host_state(selection.host, selection.node)
         return {
             "host": selection.host,

@@ -8,9 +8,10 @@ For any Nova release, 34 included, in ``nova.conf``::
     enabled_filters = ComputeFilter,...,GrantsFilter
 
 A host passes when the request still fits after every live grant on it
-(won or undecided, written by grant_scheduler schedulers) is subtracted
-from Nova's free RAM, disk and vCPU.  The live grants are read once per
-request, in one statement, not once per host.
+(written by grant_scheduler schedulers) is subtracted from Nova's free
+RAM, disk and vCPU, within the host's allocation ratios and less what
+Nova's ``reserved_host_*`` options keep for the host.  The live grants
+are read once per request, in one statement, not once per host.
 """
 
 from nova.scheduler import filters
@@ -23,10 +24,13 @@ from grant_scheduler.resources import NOTHING
 LOG = logging.getLogger(__name__)
 
 
-def free_after_grants(host_state, granted):
+def free_after_grants(host_state, granted, reserved=NOTHING):
     """What Nova's HostState has left once ``granted`` is promised away,
-    within its allocation ratios (``compat.capacity_of``)."""
-    capacity, used = compat.capacity_of(host_state)
+    within its allocation ratios and less the host's reserved share
+    (``compat.capacity_of``); what this request has already consumed
+    from the HostState counts as used."""
+    capacity = compat.capacity_of(host_state, reserved)
+    used = compat.current_usage(host_state, capacity.reserved)
     return capacity.limit() - used - granted
 
 
@@ -41,12 +45,14 @@ class GrantsFilter(filters.BaseHostFilter):
             self._lazy.set(grant_scheduler)
         self._spec = None
         self._granted = {}
+        self._reserved = NOTHING
 
     def _granted_for(self, spec_obj):
         # NOTE: Nova calls host_passes once per host with the same spec
         # object; a new object is a new request and gets a fresh read.
         if spec_obj is not self._spec:
-            self._granted = self._lazy.get().store.live_grants_by_node()
+            self._granted = self._lazy.get().granted_by_node()
+            self._reserved = compat.reserved_from_conf(self._lazy.conf)
             self._spec = spec_obj
         return self._granted
 
@@ -54,8 +60,8 @@ class GrantsFilter(filters.BaseHostFilter):
         granted = self._granted_for(spec_obj).get(
             (host_state.host, host_state.nodename), NOTHING
         )
-        wanted = compat.flavor_resources(compat.field(spec_obj, "flavor"))
-        free = free_after_grants(host_state, granted)
+        wanted = compat.spec_resources(spec_obj)
+        free = free_after_grants(host_state, granted, self._reserved)
         short = wanted.exceeded(free)
         if short:
             LOG.debug(

@@ -1,6 +1,6 @@
-"""The compute side in Nova: claim a grant when a build starts.
+"""The compute side in Nova 13-21: claim a grant when a build starts.
 
-Registered in the ``nova.hooks`` namespace (Nova 13-21):
+Registered in the ``nova.hooks`` namespace:
 
 * ``build_instance`` wraps ``ComputeManager._do_build_and_run_instance``;
   its ``pre`` consumes the instance's grant on this host and node under the
@@ -9,18 +9,29 @@ Registered in the ``nova.hooks`` namespace (Nova 13-21):
 * ``delete_instance`` wraps ``ComputeManager._delete_instance``; its
   ``post`` releases the instance's resources.
 
-A claim that does not fit raises ``FatalHookException``: Nova then stops the
-build before it touches the hypervisor.  Any other failure is logged here
-with the instance and node, and re-raised; Nova's hook runner logs it again
-and lets the build go on (Nova's own claim still guards it up to release
-19).  ``claim_for_build`` and ``release_for_delete`` are the same calls for
-releases without hooks (22 and later): call them from the build path.
+``add_hook('build_instance')`` is the outermost decorator of
+``_do_build_and_run_instance``, above ``wrap_exception``,
+``reverts_task_state`` and ``wrap_instance_fault``: an exception from
+``pre`` escapes all of Nova's reschedule and fault handling.  So a claim
+that does not fit (or a node grant_scheduler does not know) first does
+what Nova's own failure path does, here: it records an instance fault that
+says why and puts the instance in ERROR, off the host; then it raises
+``FatalHookException``, which stops the build before it touches the
+hypervisor.  Any other failure (the database is down, say) is logged with
+the instance and node and re-raised; Nova's hook runner logs it again and
+lets the build go on, its usage then missing from grant_scheduler's books.
+
+``claim_for_build`` and ``release_for_delete`` are the same calls from
+Python, for a build path of one's own.
 """
+
+import sys
 
 from oslo_concurrency import lockutils
 from oslo_log import log as logging
 
 from grant_scheduler import exception
+from grant_scheduler.nova import claims
 from grant_scheduler.nova import compat
 from grant_scheduler.nova import service
 
@@ -33,10 +44,10 @@ NOVA_LOCK_PREFIX = "nova-"
 
 # _do_build_and_run_instance(self, context, instance, image, request_spec,
 #     filter_properties, admin_password, injected_files, requested_networks,
-#     security_groups, block_device_mapping, node=None, limits=None, ...)
-_NODE_POSITION = 11
-
-_GRANT_SCHEDULER = service.Lazy(claim_lock=lambda host, node: rt_lock())
+#     security_groups, block_device_mapping, node=None, limits=None, ...):
+# positions in the arguments after (self, context, instance).
+_BDMS_POSITION = 7
+_NODE_POSITION = 8
 
 
 def rt_lock():
@@ -46,9 +57,17 @@ def rt_lock():
     )
 
 
+_GRANT_SCHEDULER = service.Lazy(claim_lock=lambda host, node: rt_lock())
+
+
 def use(grant_scheduler):
     """Make the hooks use ``grant_scheduler`` (tests, embedding)."""
     _GRANT_SCHEDULER.set(grant_scheduler)
+
+
+def grant_scheduler():
+    """The compute side's ``GrantScheduler`` (claims under Nova's lock)."""
+    return _GRANT_SCHEDULER.get()
 
 
 def _nodename(manager, instance, node):
@@ -61,18 +80,27 @@ def _nodename(manager, instance, node):
     return find(instance) if find else manager.host
 
 
-def claim_for_build(host, instance, node=None):
+def claim_for_build(
+    host, instance, node=None, context=None, bdms=None, request_id=None
+):
     """Consume ``instance``'s grant on ``host``/``node``.
 
+    :param bdms: the build's block device mappings (to tell a
+        volume-backed server, whose root disk is not local, without a
+        database read); only needed when it has no grant.
     :returns: the ``ClaimOutcome``.
     :raises FatalHookException: the instance does not fit (or the node
         never reported); the build must not go on here.
     """
     node = node or compat.field(instance, "node") or host
-    resources = compat.flavor_resources(compat.field(instance, "flavor"))
     try:
-        return _GRANT_SCHEDULER.get().claim(
-            instance.uuid, host, node, resources
+        return claims.claim(
+            grant_scheduler(),
+            instance.uuid,
+            host,
+            node,
+            lambda: claims.instance_resources(context, instance, bdms),
+            request_id=request_id,
         )
     except (exception.ClaimRejected, exception.UnknownHost) as exc:
         raise compat.FatalHookException(str(exc)) from exc
@@ -91,7 +119,7 @@ def release_for_delete(host, instance, node=None):
     """Release ``instance`` from ``host``/``node``; False if not claimed."""
     node = node or compat.field(instance, "node") or host
     try:
-        return _GRANT_SCHEDULER.get().release(instance.uuid, host, node)
+        return grant_scheduler().release(instance.uuid, host, node)
     except Exception:
         LOG.exception(
             "grant_scheduler could not release instance %s on %s/%s; "
@@ -103,15 +131,73 @@ def release_for_delete(host, instance, node=None):
         raise
 
 
+def fail_build(context, instance, reason):
+    """Do what Nova's build path does when a build fails for good: add
+    an instance fault that says why, clear the host and node and set the
+    instance to ERROR.  Only for a real Nova instance; False otherwise."""
+    vm_states = compat.nova_module("compute.vm_states")
+    compute_utils = compat.nova_module("compute.utils")
+    if vm_states is None or compute_utils is None:
+        return False
+    if context is None or not hasattr(instance, "save"):
+        return False
+    try:
+        compute_utils.add_instance_fault_from_exc(
+            context,
+            instance,
+            reason,
+            sys.exc_info(),
+            fault_message=str(reason),
+        )
+        instance.host = None
+        instance.node = None
+        instance.vm_state = vm_states.ERROR
+        instance.task_state = None
+        instance.save()
+    except Exception:  # noqa: BLE001 - the build stops either way
+        LOG.exception(
+            "Could not record the rejected build of instance %s",
+            instance.uuid,
+        )
+        return False
+    return True
+
+
+def _argument(args, kwargs, name, position):
+    if name in kwargs:
+        return kwargs[name]
+    return args[position] if len(args) > position else None
+
+
 class BuildInstanceHook:
     """``nova.hooks`` ``build_instance``: claim before the build."""
 
     def pre(self, manager, context, instance, *args, **kwargs):
-        node = kwargs.get("node")
-        if node is None and len(args) > _NODE_POSITION - 3:
-            node = args[_NODE_POSITION - 3]
-        node = _nodename(manager, instance, node)
-        outcome = claim_for_build(manager.host, instance, node)
+        node = _nodename(
+            manager, instance, _argument(args, kwargs, "node", _NODE_POSITION)
+        )
+        try:
+            outcome = claim_for_build(
+                manager.host,
+                instance,
+                node,
+                context=context,
+                bdms=_argument(
+                    args, kwargs, "block_device_mapping", _BDMS_POSITION
+                ),
+                request_id=getattr(context, "request_id", None),
+            )
+        except compat.FatalHookException as exc:
+            if fail_build(context, instance, exc):
+                LOG.error(
+                    "Build of instance %s on %s/%s stopped and the instance "
+                    "set to ERROR: %s",
+                    instance.uuid,
+                    manager.host,
+                    node,
+                    exc,
+                )
+            raise
         LOG.info(
             "Instance %s claimed on %s/%s (%s)",
             instance.uuid,

@@ -1,41 +1,40 @@
 """Nova's filters and weighers over HostStates that count live grants.
 
 The grants protocol decides *whether* a host has room (``HostState.fits``
-on grant_scheduler's own rows, then the verification); Nova decides which
-of the hosts with room is *best*: its configured filters (aggregates,
-affinity, image properties, ...) and weighers run over Nova's HostStates,
-from which every live grant has been subtracted, so a weigher that prefers
-free RAM sees the RAM other schedulers have promised away as used.
+on grant_scheduler's own rows, then the grant's conditional write); Nova
+decides which of the hosts with room is *best*, with its own code: the
+host manager's ``get_filtered_hosts`` (``ignore_hosts``, ``force_hosts``,
+``force_nodes``, ``requested_destination``, the ``_nova_check_type`` hint,
+then the enabled filters) and ``get_weighed_hosts``.  They run over copies
+of Nova's HostStates from which every live grant has been subtracted, so a
+weigher that prefers free RAM sees the RAM other schedulers have promised
+away as used.
+
+The filters run once per instance of a request, as in Nova's
+FilterScheduler: instance N+1 is ranked among the hosts that passed for
+instance N, a lost grant drops its host from the ranking instead of
+filtering again, and alternates come from the same ranking.
 """
 
-from oslo_config import cfg
-from oslo_log import log as logging
+import copy
+import dataclasses
 
-from grant_scheduler import exception
+from oslo_config import cfg
+
 from grant_scheduler import view as gs_view
 from grant_scheduler.nova import compat
 from grant_scheduler.resources import NOTHING
 
-LOG = logging.getLogger(__name__)
-
 # NOTE: Nova 15 moved these options into [filter_scheduler] and [scheduler];
 # 13 and 14 read them from [DEFAULT] under the older names.
 _OPTION_NAMES = {
-    "available_filters": (
-        ("filter_scheduler", "available_filters"),
-        (None, "scheduler_available_filters"),
-    ),
-    "enabled_filters": (
-        ("filter_scheduler", "enabled_filters"),
-        (None, "scheduler_default_filters"),
-    ),
-    "weight_classes": (
-        ("filter_scheduler", "weight_classes"),
-        (None, "scheduler_weight_classes"),
-    ),
     "max_attempts": (
         ("scheduler", "max_attempts"),
         (None, "scheduler_max_attempts"),
+    ),
+    "track_instance_changes": (
+        ("filter_scheduler", "track_instance_changes"),
+        (None, "scheduler_tracks_instance_changes"),
     ),
 }
 
@@ -50,94 +49,91 @@ def nova_option(conf, key, default=None):
     return default
 
 
-class Pipeline:
-    """Nova's enabled filters and weighers, run outside a HostManager."""
-
-    def __init__(self, conf):
-        filters = compat.nova_module("scheduler.filters")
-        weights = compat.nova_module("scheduler.weights")
-        self.filter_handler = filters.HostFilterHandler()
-        self.weight_handler = weights.HostWeightHandler()
-        available = {
-            cls.__name__: cls
-            for cls in self.filter_handler.get_matching_classes(
-                nova_option(conf, "available_filters", ())
-            )
-        }
-        enabled = list(nova_option(conf, "enabled_filters", ()))
-        unknown = [name for name in enabled if name not in available]
-        if unknown:
-            raise exception.GrantSchedulerError(
-                "[filter_scheduler] enabled_filters names %s, which no "
-                "module in available_filters provides" % ", ".join(unknown)
-            )
-        self.filters = [available[name]() for name in enabled]
-        self.weighers = [
-            cls()
-            for cls in self.weight_handler.get_matching_classes(
-                nova_option(conf, "weight_classes", ())
-            )
-        ]
-
-    def rank(self, host_states, spec_obj, index, forced):
-        """Host states that pass the filters, best first.
-
-        Like Nova's HostManager, forcing a host or node skips the filters.
-        """
-        if not forced:
-            host_states = self.filter_handler.get_filtered_objects(
-                self.filters, host_states, spec_obj, index
-            )
-        if not host_states:
-            return []
-        weighed = self.weight_handler.get_weighed_objects(
-            self.weighers, host_states, spec_obj
-        )
-        return [w.obj for w in weighed]
-
-
 class NovaView(gs_view.View):
     """The scheduler's view over Nova's HostStates for one request.
 
-    Only hosts that both Nova and grant_scheduler know are candidates.
-    Each Nova HostState is kept equal to Nova's figures minus the live
-    grants grant_scheduler last read for its host (``_applied``), through
-    reloads, fall-overs and this request's own wins.
+    Built by ``GrantScheduler.view(view_cls=NovaView)`` (a copy of the
+    process's cached rows) and then ``bind``-ed to Nova's HostStates.  Only
+    nodes that both Nova and grant_scheduler know are candidates.  Each
+    Nova HostState here is a copy, kept equal to Nova's figures minus the
+    live grants last read for its node (``_applied``): through reloads,
+    fall-overs and this request's own wins (which Nova's
+    ``consume_from_request`` accounts, as Nova's scheduler does).
     """
 
-    def __init__(self, states, host_states, spec_obj, pipeline):
-        self._nova = {(hs.host, hs.nodename): hs for hs in host_states}
-        self._applied = {}
+    def bind(self, host_states, spec_obj, host_manager, instance_uuids=()):
+        """Attach Nova's side; returns the view.
+
+        :param host_states: Nova's HostStates for this request.
+        :param host_manager: has ``get_filtered_hosts`` and
+            ``get_weighed_hosts`` (Nova's HostManager).
+        :param instance_uuids: the request's, in order (filters such as
+            ServerGroupAntiAffinityFilter read ``spec_obj.instance_uuid``).
+        """
+        # NOTE: copies, because Nova 13-19 keep their HostStates between
+        # requests and this request must not leave grants subtracted in
+        # them; consume() copies what consume_from_request changes in place.
+        self._nova = {
+            (hs.host, hs.nodename): copy.copy(hs) for hs in host_states
+        }
         self._spec = spec_obj
-        self._pipeline = pipeline
+        self._host_manager = host_manager
+        self._instance_uuids = tuple(instance_uuids)
+        self._applied = {}
         self._index = 0
-        # NOTE: like Nova's FilterScheduler, instance N+1 is ranked among
-        # the hosts that passed the filters for instance N (filters that
-        # run once per request do not run again).
         self._survivors = None
-        self._last_ranked = None
-        super().__init__(states)
+        self._ranking = None
+        self._last_ranking = ()
+        self._chosen = []
+        self._amount = None
+        self.filter_runs = 0
+        self.reload(self.states())
+        return self
 
     def host_state(self, host, node):
         return self._nova[(host, node)]
+
+    # -- keeping Nova's figures net of live grants --------------------------
 
     def reload(self, states):
         super().reload(s for s in states if (s.host, s.node) in self._nova)
         for state in self._states.values():
             self._subtract_grants(state)
+        self._ranking = None
 
     def replace(self, host_id, fresh):
+        old = self._states.get(host_id)
         super().replace(host_id, fresh)
-        if fresh is not None and host_id in self._states:
-            self._subtract_grants(fresh)
+        if fresh is None or (fresh.host, fresh.node) not in self._nova:
+            self._states.pop(host_id, None)
+            self._free.pop(host_id, None)
+            if old is not None:
+                self._drop((old.host, old.node))
+            return
+        self._subtract_grants(fresh)
+        # NOTE: the node changed under this request (a lost grant): keep
+        # the ranking, without the node if it has no room left for us.
+        if self._amount is not None and not fresh.fits(self._amount):
+            self._drop((fresh.host, fresh.node))
 
     def consume(self, state, amount):
-        super().consume(state, amount)
         key = (state.host, state.node)
-        self._nova[key].consume_from_request(self._spec)
+        # The row, as base View.replace sees it; Nova's figures are
+        # consumed by Nova's own code below, so not subtracted again here.
+        gs_view.View.replace(
+            self,
+            state.host_id,
+            dataclasses.replace(state, granted=state.granted + amount),
+        )
+        host_state = self._private_copy(key)
+        host_state.consume_from_request(self._spec)
         self._applied[key] = self._applied.get(key, NOTHING) + amount
+        self._add_to_group(host_state)
+        self._chosen.append(key)
+        self._last_ranking = self._ranking[1] if self._ranking else ()
+        self._survivors = frozenset(self._last_ranking)
         self._index += 1
-        self._survivors = self._last_ranked
+        self._ranking = None
 
     def _subtract_grants(self, state):
         key = (state.host, state.node)
@@ -148,39 +144,104 @@ class NovaView(gs_view.View):
         host_state.vcpus_used += delta.vcpus
         self._applied[key] = state.granted
 
-    def _rank(self, request, exclude=None):
-        placement = request.placement
-        by_key = {
-            (s.host, s.node): s
+    def _private_copy(self, key):
+        """Give the HostState its own copies of what Nova's consumption
+        changes in place (PCI pools, the instances map)."""
+        host_state = self._nova[key]
+        if getattr(host_state, "pci_stats", None) is not None:
+            host_state.pci_stats = copy.deepcopy(host_state.pci_stats)
+        if getattr(host_state, "instances", None) is not None:
+            host_state.instances = dict(host_state.instances)
+        return host_state
+
+    def _add_to_group(self, host_state):
+        """What Nova's FilterScheduler does after choosing a host, for the
+        (anti-)affinity filters of the next instance."""
+        group = getattr(self._spec, "instance_group", None)
+        if group is None:
+            return
+        group.hosts.append(host_state.host)
+        group.obj_reset_changes(["hosts"])
+        instance_uuid = self._current_instance_uuid()
+        if instance_uuid and instance_uuid not in host_state.instances:
+            host_state.instances[instance_uuid] = compat.objects().Instance(
+                uuid=instance_uuid
+            )
+
+    # -- ranking ------------------------------------------------------------
+
+    def _current_instance_uuid(self):
+        if self._index < len(self._instance_uuids):
+            return self._instance_uuids[self._index]
+        return None
+
+    def _rank(self, request):
+        """Keys of the hosts that pass Nova's filters for this instance,
+        best first; computed once per instance."""
+        self._amount = request.resources
+        if self._ranking is not None and self._ranking[0] == self._index:
+            return self._ranking[1]
+        instance_uuid = self._current_instance_uuid()
+        if instance_uuid and hasattr(self._spec, "obj_reset_changes"):
+            self._spec.instance_uuid = instance_uuid
+            self._spec.obj_reset_changes(["instance_uuid"])
+        candidates = [
+            self._nova[(s.host, s.node)]
             for s in self._states.values()
-            if s.host_id != exclude
-            and placement.allows(s)
-            and s.fits(request.resources)
-            and self._survived(s)
-        }
-        ranked = self._pipeline.rank(
-            [self._nova[key] for key in by_key],
-            self._spec,
-            self._index,
-            forced=bool(placement.force_hosts or placement.force_nodes),
+            if s.fits(request.resources) and self._survived(s)
+        ]
+        self.filter_runs += 1
+        passed = list(
+            self._host_manager.get_filtered_hosts(
+                candidates, self._spec, self._index
+            )
+            or ()
         )
-        keys = [(hs.host, hs.nodename) for hs in ranked]
-        if exclude is None:
-            self._last_ranked = frozenset(keys)
-        return [by_key[key] for key in keys]
+        weighed = (
+            self._host_manager.get_weighed_hosts(passed, self._spec)
+            if passed
+            else []
+        )
+        keys = [(w.obj.host, w.obj.nodename) for w in weighed]
+        self._ranking = (self._index, keys)
+        return keys
+
+    def _drop(self, key):
+        if self._ranking is not None:
+            index, keys = self._ranking
+            self._ranking = (index, [k for k in keys if k != key])
+
+    def _states_by_key(self):
+        return {(s.host, s.node): s for s in self._states.values()}
 
     def _survived(self, state):
         survivors = self._survivors
         return survivors is None or (state.host, state.node) in survivors
 
     def ranked(self, request, subset_size):
-        return self._rank(request)[: subset_size + request.num_alternates]
+        by_key = self._states_by_key()
+        ranked = [by_key[k] for k in self._rank(request) if k in by_key]
+        return ranked[: subset_size + request.num_alternates]
 
     def alternates(self, request, chosen):
+        """Hosts that passed for the instance just placed, best first, in
+        the chosen host's cell, none this request has chosen."""
         if not request.num_alternates:
             return ()
-        ranked = self._rank(request, exclude=chosen.host_id)
-        return tuple(
-            gs_view.Destination(s.host, s.node, s.node_uuid)
-            for s in ranked[: request.num_alternates]
+        by_key = self._states_by_key()
+        cell = getattr(
+            self._nova[(chosen.host, chosen.node)], "cell_uuid", None
         )
+        found = []
+        for key in self._last_ranking:
+            if key in self._chosen or key not in by_key:
+                continue
+            if getattr(self._nova[key], "cell_uuid", None) != cell:
+                continue
+            state = by_key[key]
+            found.append(
+                gs_view.Destination(state.host, state.node, state.node_uuid)
+            )
+            if len(found) == request.num_alternates:
+                break
+        return tuple(found)

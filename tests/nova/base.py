@@ -1,4 +1,8 @@
-"""Base for tests that run grant_scheduler's adapters inside real Nova."""
+"""Base for tests that run grant_scheduler's adapters inside real Nova.
+
+Every protocol option keeps its default here (``[grant_scheduler]`` is
+never overridden): the adapters are tested as they ship.
+"""
 
 import fixtures
 from nova import conf as nova_conf
@@ -42,7 +46,7 @@ class ConfFixture(fixtures.Fixture):
 class NovaTestCase(base.DatabaseTestCase):
     """A migrated database, Nova's CONF pointing at it, and a cloud."""
 
-    overrides = {"grant_scheduler": {"host_subset_size": 1}}
+    overrides = {}
 
     def setUp(self):
         super().setUp()
@@ -53,3 +57,7 @@ class NovaTestCase(base.DatabaseTestCase):
         # test gets a fresh one on its own database.
         hooks.use(None)
         self.addCleanup(hooks.use, None)
+
+    def used(self, host):
+        [report] = [r for r in self.gs.hosts() if r.state.host == host]
+        return report.state.used

@@ -29,7 +29,6 @@ def _nova(url):
 
     fixture = nova_base.ConfFixture(
         url,
-        grant_scheduler={"host_subset_size": 2, "max_fallovers": 1000},
         filter_scheduler={
             "weight_classes": ["nova.scheduler.weights.ram.RAMWeigher"]
         },
@@ -55,7 +54,7 @@ def scheduler_process(
         driver = stevedore_driver.DriverManager(
             "nova.scheduler.driver", "grant_scheduler", invoke_on_load=True
         ).driver
-        driver.host_manager = fakes.HostManager(cloud)
+        driver.host_manager = fakes.HostManager(cloud, driver)
         rng = random.Random(seed)
         context = fakes.context()
         for _ in range(max_requests):
@@ -73,7 +72,7 @@ def scheduler_process(
                     break  # not even the smallest single instance fits
                 continue
             outcome["placed"].append(uuids)
-            for instance_uuid, [selection] in zip(uuids, answer, strict=True):
+            for instance_uuid, [selection] in zip(uuids, answer):
                 host = selection.service_host
                 compute_queues[owner[host]].put(
                     (

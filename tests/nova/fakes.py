@@ -1,27 +1,45 @@
 """Nova's own objects for the adapter tests, with no Nova database.
 
-``NovaCloud`` stands in for Nova's database behind a HostManager: it keeps
-real ``ComputeNode`` and ``Service`` records and builds Nova's real
-``HostState`` objects from them on every ``get_all_host_states`` call, the
-way Nova 13-22's HostManager does.  The records are never updated by
-scheduling: Nova's view stays as stale as it can be, so only the grants
-protocol stands between concurrent schedulers and overcommit.
+``NovaCloud`` stands in for Nova's databases: it keeps real
+``ComputeNode`` records (their usage written as Nova's resource tracker
+writes it: the ``reserved_host_*`` amounts plus the instances), service
+records, instances and aggregates.  ``HostManager`` is the driver's real
+``GrantsHostManager``, so Nova's real HostManager
+(``get_host_states_by_uuids``, ``get_filtered_hosts``,
+``get_weighed_hosts``, the instance-info calls), with only its database
+reads answered from the cloud.  The records are never
+updated by scheduling: Nova's view stays as stale as it can be, so only the
+grants protocol stands between concurrent schedulers and overcommit.
 """
 
+import contextlib
 import datetime
 import uuid
 
+from nova import conf as nova_conf
 from nova import context as nova_context
 from nova import objects
-from nova.scheduler import host_manager
+
+from grant_scheduler.nova import host_manager as gs_host_manager
 
 objects.register_all()
 
+CONF = nova_conf.CONF
 CELL_UUID = str(uuid.UUID(int=1))
 
 
+def reserved():
+    """Nova's reserved_host_* options, as the resource tracker counts them."""
+    return (
+        CONF.reserved_host_cpus,
+        CONF.reserved_host_memory_mb,
+        CONF.reserved_host_disk_mb // 1024,
+    )
+
+
 def compute_node(host, vcpus, memory_mb, disk_gb, used=(0, 0, 0), **extra):
-    used_vcpus, used_ram, used_disk = used
+    """A compute node record; ``used`` is what its instances use."""
+    used_vcpus, used_ram, used_disk = (u + r for u, r in zip(used, reserved()))
     values = dict(
         uuid=str(uuid.uuid5(uuid.NAMESPACE_DNS, host)),
         host=host,
@@ -54,7 +72,7 @@ def compute_node(host, vcpus, memory_mb, disk_gb, used=(0, 0, 0), **extra):
 
 
 def service(host, disabled=False):
-    now = datetime.datetime.now(datetime.UTC)
+    now = datetime.datetime.now(datetime.timezone.utc)
     return {
         "host": host,
         "binary": "nova-compute",
@@ -73,35 +91,95 @@ def service(host, disabled=False):
 
 
 class NovaCloud:
-    """A HostManager's data source: compute nodes and services."""
+    """Nova's databases, as a HostManager reads them."""
 
     def __init__(self):
         self.nodes = {}
         self.services = {}
+        self.instances = {}  # uuid -> Instance
+        self.volume_backed = set()  # uuids of volume-backed instances
+        self.aggregates = []
 
     def add(self, host, vcpus, memory_mb, disk_gb, disabled=False, **kw):
         self.nodes[host] = compute_node(host, vcpus, memory_mb, disk_gb, **kw)
         self.services[host] = service(host, disabled=disabled)
         return self.nodes[host]
 
-    def host_states(self):
-        states = []
-        for host, node in sorted(self.nodes.items()):
-            state = host_manager.HostState(host, host, CELL_UUID)
-            state.update(compute=node, service=self.services[host])
-            states.append(state)
-        return states
+    def add_instance(self, instance, volume_backed=False):
+        self.instances[instance.uuid] = instance
+        if volume_backed:
+            self.volume_backed.add(instance.uuid)
+        return instance
+
+    def on_host(self, host, node=None):
+        return [
+            i
+            for i in self.instances.values()
+            if i.host == host and (node is None or i.node == node)
+        ]
+
+    def cell(self):
+        return objects.CellMapping(
+            uuid=CELL_UUID,
+            name="cell1",
+            disabled=False,
+            transport_url="fake://",
+            database_connection="fake://",
+        )
 
 
-class HostManager:
-    """The part of Nova's HostManager the driver uses (Nova's own needs
-    Nova's database)."""
+class HostManager(gs_host_manager.GrantsHostManager):
+    """The driver's ``GrantsHostManager``, reading ``cloud``."""
 
-    def __init__(self, cloud):
+    def __init__(self, cloud, driver):
         self.cloud = cloud
+        super().__init__(lambda: driver.grant_scheduler, driver.nodes_of_host)
 
-    def get_all_host_states(self, context):
-        return iter(self.cloud.host_states())
+    # The database reads of Nova's HostManager:
+
+    def refresh_cells_caches(self):
+        cell = self.cloud.cell()
+        self.cells = {cell.uuid: cell}
+        self.enabled_cells = [cell]
+        self.host_to_cell_uuid = {}
+
+    def _init_aggregates(self):
+        for aggregate in self.cloud.aggregates:
+            self.aggs_by_id[aggregate.id] = aggregate
+            for host in aggregate.hosts:
+                self.host_aggregates_map[host].add(aggregate.id)
+
+    def _init_instance_info(self, computes_by_cell=None):
+        pass
+
+    def _get_computes_for_cells(self, context, cells, compute_uuids=None):
+        nodes = [
+            node
+            for _, node in sorted(self.cloud.nodes.items())
+            if compute_uuids is None or node.uuid in compute_uuids
+        ]
+        return {CELL_UUID: nodes}, dict(self.cloud.services)
+
+    def _get_instances_by_host(self, context, host_name):
+        return {i.uuid: i for i in self.cloud.on_host(host_name)}
+
+    # ... and those of GrantsHostManager:
+
+    def _cell_context(self, context, host):
+        return contextlib.nullcontext(context)
+
+    def instances(self, context, host, instance_uuids):
+        return [
+            i
+            for i in self.cloud.on_host(host)
+            if i.uuid in set(instance_uuids)
+        ]
+
+    def instances_on_node(self, context, host, node):
+        return self.cloud.on_host(host, node)
+
+    def is_volume_backed(self, context, instance):
+        return instance.uuid in self.cloud.volume_backed
 
 
 def context():
@@ -136,6 +214,7 @@ def request_spec(flavor, num_instances=1, **fields):
         numa_topology=None,
         image=objects.ImageMeta.from_dict({"properties": {}}),
         requested_resources=[],
+        requested_destination=None,
         is_bfv=False,
         instance_group=None,
     )
@@ -148,3 +227,7 @@ def instance(instance_uuid, flavor, host, node=None):
     return objects.Instance(
         uuid=instance_uuid, flavor=flavor, host=host, node=node or host
     )
+
+
+def instance_list(*instances):
+    return objects.InstanceList(objects=list(instances))

@@ -92,7 +92,7 @@ class NovaPathFill(base.DatabaseTestCase):
         self.assertTrue(all(t is not None for t in claims.values()))
         # All or nothing: a failed request left no grant and no claim.
         self.assertEqual([], [u for u in failed if u in claims])
-        left = {uuid for uuid, state in grants if state in ("pending", "won")}
+        left = {uuid for uuid, state in grants if state == "won"}
         self.assertEqual(set(), left & set(failed))
         # I2 once quiet: capacity a failed multi-instance request held for a
         # moment is back; one scheduler takes what is left of it, and then

@@ -6,8 +6,11 @@ import time
 import uuid
 
 import fixtures
+from nova import objects
 from nova import utils as nova_utils
 from nova.compute import resource_tracker
+from nova.compute import utils as compute_utils
+from nova.compute import vm_states
 
 from grant_scheduler import api
 from grant_scheduler.nova import compat
@@ -52,11 +55,26 @@ class ComputeManager:
         self.deleted.append(instance.uuid)
 
 
-def build(manager, instance, node, positional=False):
-    args = [None, instance, {}, {}, {}, "pw", [], None, [], []]
+def build(manager, instance, node, positional=False, context=None, bdms=None):
+    args = [context, instance, {}, {}, {}, "pw", [], None, [], bdms or []]
     if positional:
         return manager._do_build_and_run_instance(*args, node, {})
     return manager._do_build_and_run_instance(*args, node=node, limits={})
+
+
+def root_volume(instance_uuid):
+    return objects.BlockDeviceMappingList(
+        objects=[
+            objects.BlockDeviceMapping(
+                instance_uuid=instance_uuid,
+                boot_index=0,
+                source_type="volume",
+                destination_type="volume",
+                volume_id=str(uuid.uuid4()),
+                device_name="/dev/vda",
+            )
+        ]
+    )
 
 
 class HookTestCase(nova_base.NovaTestCase):
@@ -74,8 +92,7 @@ class HookTestCase(nova_base.NovaTestCase):
         return [fakes.instance(u, FLAVOR, "cmp1") for u in uuids]
 
     def used(self):
-        [report] = self.gs.hosts()
-        return report.state.used
+        return super().used("cmp1")
 
 
 class TestBuildHook(HookTestCase, base.TestCase):
@@ -112,6 +129,56 @@ class TestBuildHook(HookTestCase, base.TestCase):
         self.assertIn("rejected", str(caught.exception))
         self.assertEqual([], self.manager.built)
         self.assertEqual(api.Resources(), self.used())
+
+    def test_rejected_build_ends_in_error_with_a_fault(self):
+        self.grant(2)
+        stranger = fakes.instance(str(uuid.uuid4()), FLAVOR, "cmp1")
+        stranger.vm_state = vm_states.BUILDING
+        stranger.task_state = "scheduling"
+        context = fakes.context()
+        fault = self.useFixture(
+            fixtures.MockPatchObject(
+                compute_utils, "add_instance_fault_from_exc"
+            )
+        ).mock
+        save = self.useFixture(
+            fixtures.MockPatchObject(objects.Instance, "save")
+        ).mock
+        with self.assertRaises(compat.FatalHookException):
+            build(self.manager, stranger, "cmp1", context=context)
+        [(args, kwargs)] = fault.call_args_list
+        self.assertEqual((context, stranger), args[:2])
+        self.assertIn("rejected", kwargs["fault_message"])
+        self.assertIn(stranger.uuid, kwargs["fault_message"])
+        save.assert_called_once_with()
+        self.assertEqual(vm_states.ERROR, stranger.vm_state)
+        self.assertIsNone(stranger.task_state)
+        self.assertIsNone(stranger.host)
+        self.assertEqual([], self.manager.built)
+
+    def test_volume_backed_without_grant_claims_no_root_disk(self):
+        flavor = fakes.flavor(1, 1024, 500, ephemeral_gb=10)
+        instance = fakes.instance(str(uuid.uuid4()), flavor, "cmp1")
+        build(
+            self.manager,
+            instance,
+            "cmp1",
+            context=fakes.context(),
+            bdms=root_volume(instance.uuid),
+        )
+        self.assertEqual(api.Resources(1, 1024, 10), self.used())
+        stranger = fakes.instance(str(uuid.uuid4()), flavor, "cmp1")
+        with self.assertRaises(compat.FatalHookException):
+            build(self.manager, stranger, "cmp1")
+
+    def test_claim_takes_the_grants_amount(self):
+        # A volume-backed server's grant holds no root disk.
+        instance_uuid = str(uuid.uuid4())
+        self.gs.schedule(2, 4096, 0, instance_uuids=[instance_uuid])
+        instance = fakes.instance(instance_uuid, FLAVOR, "cmp1")
+        build(self.manager, instance, "cmp1")
+        self.assertEqual(api.Resources(2, 4096, 0), self.used())
+        self.assertEqual("consumed", self.gs.grants()[0].state)
 
     def test_unknown_node_stops_the_build(self):
         [instance] = self.grant()

@@ -1,0 +1,71 @@
+"""Claiming an instance in grant_scheduler from Nova's side.
+
+Every compute-side path shares these rules: the build hook (Nova 13-21),
+the claiming virt drivers (opt-in) and the scheduler's host manager, which
+claims from the instance info computes send (the default on 22).
+
+An instance is claimed by its grant when it has one: the grant's amount is
+what the scheduler promised (without the root disk of a volume-backed
+server, say), so the claim consumes exactly that.  Without a grant (it
+expired, or the build went to an alternate host that holds none) the
+instance's flavour is re-checked against usage plus live grants.
+"""
+
+from oslo_log import log as logging
+
+from grant_scheduler import exception
+from grant_scheduler.nova import compat
+
+LOG = logging.getLogger(__name__)
+
+
+def is_volume_backed(context, instance, bdms=None):
+    """Nova's own answer (its root block device is a volume), or False
+    where this release has no ``compute.utils.is_volume_backed_instance``
+    (13-15) or Nova is not installed."""
+    utils = compat.nova_module("compute.utils")
+    check = getattr(utils, "is_volume_backed_instance", None)
+    if check is None or context is None or instance is None:
+        return False
+    try:
+        return bool(check(context, instance, bdms))
+    except Exception:  # noqa: BLE001 - a guess must not stop a claim
+        LOG.warning(
+            "Could not tell whether instance %s is volume-backed; counting "
+            "its root disk",
+            getattr(instance, "uuid", None),
+            exc_info=True,
+        )
+        return False
+
+
+def instance_resources(context, instance, bdms=None, is_bfv=None):
+    """What ``instance`` uses on its host, by its flavour.
+
+    :param is_bfv: whether it is volume-backed; asked of Nova when None.
+    """
+    if is_bfv is None:
+        is_bfv = is_volume_backed(context, instance, bdms)
+    return compat.flavor_resources(
+        compat.field(instance, "flavor"), is_bfv=is_bfv
+    )
+
+
+def claim(gs, instance_uuid, host, node, resources_of, request_id=None):
+    """Count an instance on ``host``/``node``.
+
+    :param resources_of: ``f()`` giving the instance's ``Resources``,
+        called only when it has no grant there.
+    :param request_id: its request's id, for grants written without an
+        instance uuid (Nova 13-14 multi-create).
+    :returns: the ``ClaimOutcome``.
+    :raises ClaimRejected: no grant, and it does not fit.
+    :raises UnknownHost: the node never reported.
+    """
+    try:
+        return gs.claim(instance_uuid, host, node)
+    except exception.ClaimRejected:
+        pass  # no grant of its own: re-check with its flavour
+    return gs.claim(
+        instance_uuid, host, node, resources_of(), request_id=request_id
+    )

@@ -1,0 +1,176 @@
+"""Claims from the instance information computes send to the schedulers.
+
+Every Nova compute (with ``[filter_scheduler] track_instance_changes``, on
+by default) casts to every scheduler: ``update_instance_info`` once an
+instance is spawned (or resized, unshelved, migrated to it),
+``delete_instance_info`` once one is gone from the host, and
+``sync_instance_info``, the uuids of all its instances, every
+``scheduler_instance_sync_interval`` seconds (120).  ``InstanceInfoClaims``
+turns them into claims and releases, so grants are consumed without
+anything installed on the computes.  It cannot veto a build: by the time
+the information arrives the instance runs.
+
+Claims and releases are idempotent per instance, so every scheduler
+process doing them (the casts are fanned out) is harmless; each process
+remembers what it has claimed, to skip repeats and to know an instance's
+node when a delete names only the host.
+
+A sync claims the listed instances this process has not seen claimed (an
+instance still building is listed as soon as the resource tracker set its
+host, and claiming it then consumes its grant early), and releases an
+instance it has claimed only when two syncs in a row no longer list it:
+a sync whose list was read before a build set its host, but cast after
+that build's update, must not release the new instance.
+"""
+
+import threading
+
+from oslo_log import log as logging
+
+from grant_scheduler import exception
+from grant_scheduler.nova import claims
+
+LOG = logging.getLogger(__name__)
+
+
+class InstanceInfoClaims:
+    """Claims and releases from instance info, for one scheduler process."""
+
+    def __init__(self, grant_scheduler, nodes_of_host):
+        """
+        :param grant_scheduler: ``f()`` giving the ``GrantScheduler``.
+        :param nodes_of_host: ``f(host)`` giving the names of the host's
+            nodes grant_scheduler knows, for a delete whose node this
+            process has not seen.
+        """
+        self._gs = grant_scheduler
+        self._nodes_of_host = nodes_of_host
+        self._lock = threading.Lock()
+        self._claimed = {}  # host -> {instance uuid: node}
+        self._missing = {}  # host -> uuids the last sync did not list
+
+    def claimed(self, host):
+        """``{instance uuid: node}`` this process claimed on ``host``."""
+        with self._lock:
+            return dict(self._claimed.get(host, {}))
+
+    def updated(self, context, host, instances, resources_of):
+        """Claim ``instances`` (Nova Instances on ``host``).
+
+        :param resources_of: ``f(context, instance)`` giving its
+            ``Resources``, for an instance without a grant.
+        """
+        for instance in instances:
+            self._claim(context, host, instance, resources_of)
+
+    def deleted(self, host, instance_uuid):
+        """Release ``instance_uuid`` from ``host``."""
+        with self._lock:
+            node = self._claimed.get(host, {}).pop(instance_uuid, None)
+            self._missing.get(host, set()).discard(instance_uuid)
+        nodes = [node] if node else self._nodes_of_host(host)
+        for candidate in nodes:
+            try:
+                if self._gs().release(instance_uuid, host, candidate):
+                    LOG.debug(
+                        "Released %s from %s/%s",
+                        instance_uuid,
+                        host,
+                        candidate,
+                    )
+                    return True
+            except exception.GrantSchedulerError:
+                LOG.exception(
+                    "Could not release instance %s from %s/%s",
+                    instance_uuid,
+                    host,
+                    candidate,
+                )
+        return False
+
+    def synced(self, context, host, instance_uuids, load, resources_of):
+        """Reconcile with the full list of ``host``'s instances.
+
+        :param load: ``f(context, host, uuids)`` giving those instances as
+            Nova Instances with their flavour and node.
+        """
+        listed = set(instance_uuids)
+        with self._lock:
+            known = dict(self._claimed.get(host, {}))
+            gone = set(known) - listed
+            release = gone & self._missing.get(host, set())
+            self._missing[host] = gone - release
+        new = listed - set(known)
+        if new:
+            try:
+                instances = load(context, host, sorted(new))
+            except Exception:  # noqa: BLE001 - the next sync tries again
+                LOG.exception(
+                    "Could not read instances %s of host %s", sorted(new), host
+                )
+                instances = ()
+            self.updated(context, host, instances, resources_of)
+        for instance_uuid in sorted(release):
+            self.deleted(host, instance_uuid)
+
+    def _claim(self, context, host, instance, resources_of):
+        instance_uuid = instance.uuid
+        node = (
+            getattr(instance, "node", None)
+            if _is_set(instance, "node")
+            else None
+        )
+        if not node:
+            nodes = self._nodes_of_host(host)
+            if len(nodes) != 1:
+                LOG.warning(
+                    "Instance %s on %s names no node and the host has %d; "
+                    "not claimed",
+                    instance_uuid,
+                    host,
+                    len(nodes),
+                )
+                return None
+            node = nodes[0]
+        with self._lock:
+            if self._claimed.get(host, {}).get(instance_uuid) == node:
+                return None
+        try:
+            outcome = claims.claim(
+                self._gs(),
+                instance_uuid,
+                host,
+                node,
+                lambda: resources_of(context, instance),
+            )
+        except exception.ClaimRejected as exc:
+            LOG.error(
+                "Instance %s runs on %s/%s, where grant_scheduler has no "
+                "room for it (%s): that node is overcommitted and its usage "
+                "here is short by the instance",
+                instance_uuid,
+                host,
+                node,
+                exc,
+            )
+            return None
+        except exception.GrantSchedulerError:
+            LOG.exception(
+                "Could not claim instance %s on %s/%s",
+                instance_uuid,
+                host,
+                node,
+            )
+            return None
+        with self._lock:
+            self._claimed.setdefault(host, {})[instance_uuid] = node
+            self._missing.get(host, set()).discard(instance_uuid)
+        LOG.debug(
+            "Claimed %s on %s/%s (%s)", instance_uuid, host, node, outcome.how
+        )
+        return outcome
+
+
+def _is_set(instance, name):
+    is_set = getattr(instance, "obj_attr_is_set", None)
+    return is_set(name) if is_set is not None else hasattr(instance, name)

@@ -1,0 +1,126 @@
+"""Nova's compute nodes as grant_scheduler rows.
+
+A node Nova knows and grant_scheduler does not is registered (insert
+only, so concurrent schedulers cannot overwrite each other or a row claims
+maintain) with the capacity of Nova's compute node record, its reserved
+share taken from Nova's ``reserved_host_*`` options, and no usage; the
+process that created the row then claims the instances Nova already places
+on the node, so the node's usage is the sum of claimed instances from the
+start (I4).  The driver does this per request only for nodes its view
+does not know; ``sync`` (from ``run_periodic_tasks``) also reports capacity
+that changed in Nova (totals, reserved amounts, allocation ratios) without
+touching usage.
+"""
+
+from oslo_log import log as logging
+
+from grant_scheduler import exception
+from grant_scheduler.nova import compat
+
+LOG = logging.getLogger(__name__)
+
+
+class NodeRegistry:
+    """Registers Nova's compute nodes in one scheduler process."""
+
+    def __init__(self, grant_scheduler, reserved, host_manager):
+        """
+        :param grant_scheduler: ``f()`` giving the ``GrantScheduler``.
+        :param reserved: ``f()`` giving the reserved ``Resources``.
+        :param host_manager: ``f()`` giving the ``GrantsHostManager``
+            (``instances_on_node``, ``instance_claims``), or None.
+        """
+        self._gs = grant_scheduler
+        self._reserved = reserved
+        self._host_manager = host_manager
+        self._refused = {}  # (host, node) -> capacity that was refused
+        self.registered = 0
+
+    def register_unknown(self, context, known, host_states):
+        """Register the nodes of ``host_states`` not in ``known``.
+
+        :param known: ``{(host, node)}`` grant_scheduler has rows for.
+        :returns: True when a row was created.
+        """
+        added = False
+        reserved = self._reserved()
+        for host_state in host_states:
+            key = (host_state.host, host_state.nodename)
+            if key in known or host_state.uuid is None:
+                continue  # known, or Nova has not yet seen its usage
+            capacity = compat.capacity_of(host_state, reserved)
+            if self._refused.get(key) == capacity:
+                continue
+            added |= self._register(context, host_state, capacity)
+        return added
+
+    def sync(self, context, states, host_states):
+        """Register unknown nodes and report changed capacities.
+
+        :param states: grant_scheduler's ``HostState``s.
+        """
+        by_key = {(s.host, s.node): s for s in states}
+        self._refused.clear()
+        self.register_unknown(context, set(by_key), host_states)
+        reserved = self._reserved()
+        for host_state in host_states:
+            state = by_key.get((host_state.host, host_state.nodename))
+            if state is None or host_state.uuid is None:
+                continue
+            capacity = compat.capacity_of(host_state, reserved)
+            if compat.same_capacity(capacity, state.capacity):
+                continue
+            try:
+                self._gs().report_host(
+                    state.host, state.node, capacity, node_uuid=host_state.uuid
+                )
+                LOG.info(
+                    "Capacity of %s/%s is now %s",
+                    state.host,
+                    state.node,
+                    capacity,
+                )
+            except exception.InvalidResources as exc:
+                LOG.warning(
+                    "Capacity of %s/%s not updated: %s",
+                    state.host,
+                    state.node,
+                    exc,
+                )
+
+    def _register(self, context, host_state, capacity):
+        host, node = host_state.host, host_state.nodename
+        try:
+            created = self._gs().register_host(
+                host, node, capacity, node_uuid=host_state.uuid
+            )
+        except exception.InvalidResources as exc:
+            self._refused[(host, node)] = capacity
+            LOG.warning(
+                "Compute node %s/%s not scheduled by grant_scheduler: %s",
+                host,
+                node,
+                exc,
+            )
+            return False
+        if created is None:
+            return False  # another scheduler registered it meanwhile
+        self.registered += 1
+        LOG.info("Registered compute node %s/%s: %s", host, node, capacity)
+        self._claim_existing(context, host, node)
+        return True
+
+    def _claim_existing(self, context, host, node):
+        manager = self._host_manager()
+        find = getattr(manager, "instances_on_node", None)
+        if find is None:
+            return
+        try:
+            instances = find(context, host, node)
+        except Exception:  # noqa: BLE001 - the host's next sync claims them
+            LOG.exception("Could not read the instances of %s/%s", host, node)
+            return
+        if instances:
+            manager.instance_claims.updated(
+                context, host, instances, manager.instance_resources
+            )
