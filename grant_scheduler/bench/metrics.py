@@ -15,7 +15,6 @@ from grant_scheduler.db import api as db_api
 # NOTE: a grant between its write and its verdict; hosts() sums only the
 # won ones, so the fresh read adds these (a literal, as only this read
 # needs to know the state's name).
-UNDECIDED = "pending"
 
 KEYS = (
     "strategy",
@@ -141,29 +140,13 @@ def room_check(strategy, options):
 
 
 class GrantTablesRoom:
-    """Room in grant_scheduler's tables: usage plus live (won or
-    undecided) grants, through the public API on an uncounted engine."""
+    """Room in grant_scheduler's tables: usage plus live grants (one row
+    per node), through the public API on an uncounted engine."""
 
     def __init__(self, url):
         self.gs = api.GrantScheduler(db_api.Database(url))
 
     def __call__(self, amount):
-        # NOTE: grants before hosts: a grant that wins in between is then
-        # counted twice (no room shown), never not at all.
-        undecided = {}
-        for grant in self.gs.grants():
-            if grant.state == UNDECIDED:
-                key = (grant.host, grant.node)
-                undecided[key] = (
-                    undecided.get(key, api.Resources()) + grant.resources
-                )
-        for report in self.gs.hosts():
-            state = report.state
-            taken = (
-                state.used
-                + state.granted
-                + undecided.get((state.host, state.node), api.Resources())
-            )
-            if (taken + amount).fits_within(state.limit):
-                return True
-        return False
+        return any(
+            report.state.fits(amount) for report in self.gs.hosts()
+        )

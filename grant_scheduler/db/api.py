@@ -275,6 +275,10 @@ class Database:
             _prepare_sqlite(engine)
         elif engine.dialect.name == "mysql":
             _prepare_mysql(engine, wsrep_sync_wait)
+        # NOTE: oslo.db tested a connection before this hook ran, and the
+        # pool keeps it; it would miss the settings above.
+        engine.dispose()
+        if engine.dialect.name == "mysql":
             _warn_galera_without_causal_reads(engine)
 
     @property
