@@ -13,11 +13,10 @@ import time
 
 from grant_scheduler import api
 from grant_scheduler import exception
-from tests.faults import workers
+from tests import workers
 
 RECORDS = []
 
-SETTINGS = {"host_subset_size": 3, "max_fallovers": 1000, "grant_ttl": 4}
 HOSTS = 12
 CAPACITY = (16, 32768, 500)
 FLAVOURS = [(1, 2048, 20), (2, 4096, 40), (4, 8192, 80)]
@@ -44,9 +43,8 @@ class FillRun:
         """
         self.test = testcase
         self.urls = urls or [testcase.db_fixture.url]
-        self.gs = api.GrantScheduler(
-            checker or testcase.db, settings=api.Settings(**SETTINGS)
-        )
+        self.checker_db = checker or testcase.db
+        self.gs = api.GrantScheduler(self.checker_db)
         self.scheduler_count = schedulers
         self.compute_count = computes
         self.scheduler_kills = scheduler_kills or {}
@@ -77,7 +75,6 @@ class FillRun:
             args=(
                 name,
                 self.urls[index % len(self.urls)],
-                SETTINGS,
                 self.queues[index],
                 self.events,
                 kill_on_claim,
@@ -111,7 +108,6 @@ class FillRun:
                 args=(
                     name,
                     self.urls[n % len(self.urls)],
-                    SETTINGS,
                     FLAVOURS,
                     n,
                     400,
@@ -227,8 +223,8 @@ class FillRun:
         # Nothing lost: every answered build was claimed or, after its
         # grant expired with no room left, rejected for rescheduling.
         test.assertEqual(self.answered, set(self.outcomes))
-        # I4 after one TTL and one reap.
-        time.sleep(SETTINGS["grant_ttl"] + 1)
+        # I4 after one TTL (on the database's clock) and one reap.
+        self.checker_db.clock_offset = api.Settings().grant_ttl + 1
         reaped = self.gs.reap()
         final = self.gs.check(quiescent=True)
         test.assertEqual([], final, "I4 (leak) after TTL and reap")

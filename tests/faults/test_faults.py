@@ -13,6 +13,7 @@ import time
 
 import sqlalchemy as sa
 
+from grant_scheduler.db import sa_compat
 from tests import base
 from tests.faults import harness
 
@@ -47,10 +48,10 @@ class _ConnectionKiller:
     """Kills every connection to the test database, every ``interval``."""
 
     def __init__(self, testcase, interval=0.5, rounds=8):
-        url = sa.engine.make_url(testcase.db_fixture.url)
+        url = sa_compat.make_url(testcase.db_fixture.url)
         self.database = url.database
         self.backend = testcase.backend
-        admin_url = sa.engine.make_url(base.ADMIN_URLS[self.backend])
+        admin_url = sa_compat.make_url(base.ADMIN_URLS[self.backend])
         self.admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
         testcase.addCleanup(self.admin.dispose)
         self.interval = interval
@@ -64,11 +65,11 @@ class _ConnectionKiller:
                 "WHERE db = :db AND id <> CONNECTION_ID()"
             ),
             {"db": self.database},
-        ).scalars()
+        )
         killed = 0
-        for connection_id in list(ids):
+        for (connection_id,) in list(ids):
             try:
-                conn.exec_driver_sql("KILL %d" % connection_id)
+                sa_compat.execute_text(conn, "KILL %d" % connection_id)
                 killed += 1
             except sa.exc.DBAPIError:
                 pass  # it ended on its own meanwhile
@@ -82,7 +83,7 @@ class _ConnectionKiller:
                     "WHERE datname = :db AND pid <> pg_backend_pid()"
                 ),
                 {"db": self.database},
-            ).all()
+            ).fetchall()
         )
 
     def __call__(self, run):

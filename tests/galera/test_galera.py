@@ -14,11 +14,13 @@ import subprocess
 import threading
 import uuid
 
+import fixtures
 import sqlalchemy as sa
 
 from grant_scheduler import api
 from grant_scheduler.db import api as db_api
 from grant_scheduler.db import migration
+from grant_scheduler.db import sa_compat
 from grant_scheduler.db import store as gs_store
 from tests import base
 from tests.faults import harness
@@ -48,10 +50,11 @@ def cert_failures(url):
     engine = sa.create_engine(url)
     try:
         with engine.connect() as conn:
-            rows = conn.exec_driver_sql(
+            rows = sa_compat.execute_text(
+                conn,
                 "SHOW STATUS WHERE Variable_name IN "
-                "('wsrep_local_cert_failures', 'wsrep_local_bf_aborts')"
-            ).all()
+                "('wsrep_local_cert_failures', 'wsrep_local_bf_aborts')",
+            ).fetchall()
     finally:
         engine.dispose()
     return sum(int(value) for _, value in rows)
@@ -67,7 +70,7 @@ class GaleraTestCase(base.TestCase):
         self.addCleanup(admin.dispose)
         try:
             with admin.connect() as conn:
-                conn.exec_driver_sql("CREATE DATABASE %s" % self.name)
+                sa_compat.execute_text(conn, "CREATE DATABASE %s" % self.name)
         except sa.exc.OperationalError as exc:
             raise AssertionError(
                 "The Galera cluster at %s is not reachable (%s); run "
@@ -75,9 +78,12 @@ class GaleraTestCase(base.TestCase):
             )
         self.addCleanup(self._drop, admin)
         self.urls = [
-            sa.engine.make_url(url)
-            .set(database=self.name)
-            .render_as_string(hide_password=False)
+            sa_compat.render_url(
+                sa_compat.url_with_database(
+                    sa_compat.make_url(url), self.name
+                ),
+                hide_password=False,
+            )
             for url in URLS
         ]
         self.db = db_api.Database(self.urls[0], **CAUSAL)
@@ -86,7 +92,9 @@ class GaleraTestCase(base.TestCase):
 
     def _drop(self, admin):
         with admin.connect() as conn:
-            conn.exec_driver_sql("DROP DATABASE IF EXISTS %s" % self.name)
+            sa_compat.execute_text(
+                conn, "DROP DATABASE IF EXISTS %s" % self.name
+            )
 
     def node(self, n):
         database = db_api.Database(self.urls[n], **CAUSAL)
@@ -95,47 +103,69 @@ class GaleraTestCase(base.TestCase):
 
 
 class TestCertification(GaleraTestCase):
-    def test_conflicting_grants_on_two_nodes_are_retried(self):
+    def _race(self, capacity):
+        """Two grants on one host, written at once on two nodes."""
         gs = api.GrantScheduler(self.db)
-        host_id = gs.report_host(
-            "cmp1", "cmp1", api.Capacity(api.Resources(8, 8192, 100))
-        )
+        host_id = gs.report_host("cmp1", "cmp1", api.Capacity(capacity))
         stores = [gs_store.Store(self.node(0)), gs_store.Store(self.node(1))]
         both_written = threading.Barrier(2, timeout=30)
         attempts = [0, 0]
         outcomes = [None, None]
 
-        def insert(n):
+        def grant(n):
             def before_commit(**info):
                 attempts[n] += 1
                 if attempts[n] == 1:
-                    # Both hold the host row on their own node, uncommitted.
+                    # Both hold the host row on their own node, uncommitted:
+                    # Galera has no cluster-wide lock to stop either.
                     both_written.wait()
 
-            outcomes[n] = stores[n].insert_grant(
+            outcomes[n] = stores[n].grant(
                 host_id,
                 api.Resources(1, 1024, 10),
                 "scheduler%d" % n,
                 str(uuid.uuid4()),
                 "req-%d" % n,
+                api.Settings().grant_ttl,
+                [],
                 before_commit=before_commit,
             )
 
         before = sum(cert_failures(url) for url in URLS[:2])
-        threads = [threading.Thread(target=insert, args=(n,)) for n in (0, 1)]
+        threads = [threading.Thread(target=grant, args=(n,)) for n in (0, 1)]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join(60)
         after = sum(cert_failures(url) for url in URLS[:2])
-
-        self.assertTrue(all(outcomes), outcomes)
-        tickets = sorted(ticket for _, ticket in outcomes)
-        self.assertEqual([1, 2], tickets)
         # One of the two lost certification and ran again, in a fresh
         # transaction, without the caller seeing an error.
-        self.assertEqual(3, sum(attempts))
         self.assertGreater(after, before)
+        return gs, outcomes, attempts
+
+    def test_conflicting_grants_on_two_nodes_are_retried(self):
+        gs, outcomes, attempts = self._race(api.Resources(8, 8192, 100))
+        self.assertTrue(all(o.won for o in outcomes), outcomes)
+        self.assertEqual([1, 2], sorted(o.ticket for o in outcomes))
+        self.assertEqual(3, sum(attempts))
+        self.assertEqual([], gs.check())
+
+    def test_the_last_slot_goes_to_one_node_only(self):
+        # Each node decided on its own copy of the host row; certification
+        # aborts the later commit, and its retry sees the other grant.
+        gs, outcomes, attempts = self._race(api.Resources(1, 1024, 10))
+        self.assertEqual([False, True], sorted(o.won for o in outcomes))
+        self.assertEqual([], gs.check())
+
+    def test_a_node_without_causal_reads_is_warned_about(self):
+        logged = self.useFixture(fixtures.FakeLogger("grant_scheduler"))
+        database = db_api.Database(self.urls[0])
+        self.addCleanup(database.dispose)
+        api.GrantScheduler(database).hosts()
+        self.assertIn("mysql_wsrep_sync_wait", logged.output)
+        logged = self.useFixture(fixtures.FakeLogger("grant_scheduler"))
+        api.GrantScheduler(self.node(1)).hosts()
+        self.assertNotIn("causal reads", logged.output)
 
 
 class TestFillWhileANodeDies(GaleraTestCase):

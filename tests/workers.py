@@ -1,12 +1,24 @@
-"""Process bodies for the fault-injection suite (started with spawn).
+"""Scheduler and compute process bodies shared by the multi-process tests
+(stress, faults, Galera), started with spawn.
 
-A scheduler or compute process may be told to SIGKILL itself at an exact
-protocol step (an injection point of ``grant_scheduler.injection``).  Every
-process treats a database that is away as a production service would: the
-request fails (after the library's own retries), it is counted, and the
-process goes on with the next one.  Events go to one queue so the test can
-redeliver a dead compute's unfinished builds, as an RPC layer that never
-saw an acknowledgement would.
+Each process builds its own ``GrantScheduler`` after it starts, as a forked
+nova-scheduler worker would (DESIGN H9), with the product's default
+settings, and reports through one event queue:
+
+``("answered", name, instance uuid)``
+    a scheduler answered a build;
+``("started", name, build)`` / ``("claimed" | "rejected", name, uuid)``
+    a compute began and ended a claim (the fault suite redelivers the
+    builds a killed compute started and never ended, as an RPC layer that
+    saw no acknowledgement would);
+``("result", name, result)``
+    the process's totals, once, at the end.
+
+A process may be told to SIGKILL itself at an exact protocol step (an
+injection point of ``grant_scheduler.injection``).  With
+``tolerate_db_errors`` a process treats a database that is away as a
+production service would: the request fails after the library's own
+retries, is counted, and the process goes on with the next one.
 """
 
 import logging
@@ -20,18 +32,15 @@ import uuid
 STOP = None
 
 
-def _gs(url, settings, hooks=None):
+def _gs(url, name, hooks):
     """``url`` is a URL, or ``(url, engine options)``."""
     from grant_scheduler import api
-    from grant_scheduler import injection
     from grant_scheduler.db import api as db_api
 
     logging.disable(logging.CRITICAL)
     url, options = url if isinstance(url, tuple) else (url, {})
     return api.GrantScheduler(
-        db_api.Database(url, **options),
-        settings=api.Settings(**settings),
-        hooks=hooks or injection.Hooks(),
+        db_api.Database(url, **options), name=name, hooks=hooks
     )
 
 
@@ -46,10 +55,15 @@ def _die_at(hooks, point, count, threshold):
     hooks.on(point, maybe_die)
 
 
+def _unavailable():
+    from grant_scheduler import exception
+
+    return exception.DatabaseUnavailable
+
+
 def scheduler_process(
     name,
     url,
-    settings,
     flavours,
     seed,
     max_requests,
@@ -58,10 +72,10 @@ def scheduler_process(
     events,
     kill_point=None,
     kill_on_request=None,
+    tolerate_db_errors=True,
 ):
     """Schedule random flavours until the smallest no longer fits."""
     from grant_scheduler import api
-    from grant_scheduler import exception
     from grant_scheduler import injection
 
     result = {
@@ -69,14 +83,14 @@ def scheduler_process(
         "requests": 0,
         "placed": 0,
         "placed_after_db_error": 0,
-        "no_valid_host": 0,
+        "no_valid_host": [],
         "db_errors": 0,
         "errors": [],
     }
+    tolerated = _unavailable() if tolerate_db_errors else ()
     try:
         hooks = injection.Hooks()
-        gs = _gs(url, settings, hooks)
-        gs.scheduler.name = name
+        gs = _gs(url, name, hooks)
         if kill_point is not None:
             _die_at(
                 hooks, kill_point, lambda: result["requests"], kill_on_request
@@ -92,11 +106,11 @@ def scheduler_process(
                     *flavour, instance_uuids=[instance_uuid]
                 )
             except api.NoValidHost:
-                result["no_valid_host"] += 1
+                result["no_valid_host"].append(tuple(flavour))
                 if flavour == smallest:
                     break
                 continue
-            except exception.DatabaseUnavailable:
+            except tolerated:
                 result["db_errors"] += 1
                 time.sleep(0.2)
                 continue
@@ -107,6 +121,7 @@ def scheduler_process(
             compute_queues[host_owner[selection.host]].put(
                 (instance_uuid, selection.host, selection.node, flavour)
             )
+        result["counters"] = vars(gs.counters)
     except Exception:
         result["errors"].append(traceback.format_exc())
     result["finished_at"] = time.time()
@@ -114,33 +129,42 @@ def scheduler_process(
 
 
 def compute_process(
-    name, url, settings, queue, events, kill_on_claim=None, backlog=()
+    name,
+    url,
+    queue,
+    events,
+    kill_on_claim=None,
+    backlog=(),
+    build_delay=0.0,
+    tolerate_db_errors=True,
 ):
-    """Claim each build; SIGKILL inside the ``kill_on_claim``-th claim.
+    """Claim each build after up to ``build_delay`` seconds; SIGKILL inside
+    the ``kill_on_claim``-th claim.
 
     ``backlog``: builds redelivered from a dead predecessor, done first.
     """
     from grant_scheduler import api
-    from grant_scheduler import exception
     from grant_scheduler import injection
 
     result = {
         "name": name,
-        "claimed": 0,
-        "rejected": 0,
+        "claimed": [],
+        "rejected": [],
         "db_errors": 0,
         "errors": [],
     }
+    tolerated = _unavailable() if tolerate_db_errors else ()
     try:
         hooks = injection.Hooks()
-        gs = _gs(url, settings, hooks)
+        gs = _gs(url, name, hooks)
         if kill_on_claim is not None:
             _die_at(
                 hooks,
                 "claim_written",
-                lambda: result["claimed"] + 1,
+                lambda: len(result["claimed"]) + 1,
                 kill_on_claim,
             )
+        rng = random.Random(name)
         backlog = list(backlog)
         while True:
             item = backlog.pop(0) if backlog else queue.get()
@@ -148,6 +172,7 @@ def compute_process(
                 break
             instance_uuid, host, node, flavour = item
             events.put(("started", name, item))
+            time.sleep(rng.uniform(0, build_delay))
             outcome = None
             while outcome is None:
                 try:
@@ -155,14 +180,15 @@ def compute_process(
                         instance_uuid, host, node, api.Resources(*flavour)
                     )
                     outcome = "claimed"
-                except api.ClaimRejected:
+                    result["claimed"].append((instance_uuid, host, node))
+                except api.ClaimRejected as exc:
                     # H5: the grant expired while the database was away and
                     # the host has no room now: the build is rescheduled.
                     outcome = "rejected"
-                except exception.DatabaseUnavailable:
+                    result["rejected"].append(str(exc))
+                except tolerated:
                     result["db_errors"] += 1
                     time.sleep(0.2)
-            result[outcome] += 1
             events.put((outcome, name, instance_uuid))
     except Exception:
         result["errors"].append(traceback.format_exc())
