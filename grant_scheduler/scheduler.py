@@ -210,14 +210,14 @@ class Scheduler:
         losses = 0
         lost_any = False
         while True:
-            chosen = None
+            candidates = []
             if losses < self.settings.max_fallovers:
-                chosen = view.choose(request, subset)
-            if chosen is None:
+                candidates = view.candidates(request, subset)
+            if not candidates:
                 self._refresh(view)
                 losses = 0
-                chosen = view.choose(request, subset)
-                if chosen is None:
+                candidates = view.candidates(request, subset)
+                if not candidates:
                     raise self._no_valid_host(view, request, lost_any)
             self.counters.attempts += 1
             # NOTE: one list per grant: the store recognises its own earlier
@@ -226,21 +226,24 @@ class Scheduler:
             tries = []
             try:
                 outcome = self.store.grant(
-                    chosen.host_id,
+                    [state.host_id for state in candidates],
                     amount,
                     self.name,
                     instance_uuid,
                     request.request_id,
                     self.settings.grant_ttl,
                     tries,
-                    before_commit=self._hook("grant_inserted", chosen),
+                    before_commit=self._hook("grant_inserted", candidates[0]),
                 )
             finally:
                 taken.extend(tries)
             self.hooks.fire(
-                "grant_verified", host=chosen.host, won=outcome.won
+                "grant_verified", host=candidates[0].host, won=outcome.won
             )
             if outcome.won:
+                [chosen] = [
+                    s for s in candidates if s.host_id == outcome.host_id
+                ]
                 self.hooks.fire(
                     "grant_committed", host=chosen.host, ticket=outcome.ticket
                 )
@@ -258,12 +261,17 @@ class Scheduler:
             self.counters.conflicts += 1
             losses += 1
             lost_any = True
-            # The lost write read the node under its lock: keep that, then
-            # read what else changed meanwhile (others won elsewhere too).
-            self.view_cache.fold(chosen.host_id, outcome.state)
+            # The lost write read the candidates under their locks: keep
+            # that, then read what else changed meanwhile.
+            for host_id, state in outcome.states.items():
+                self.view_cache.fold(host_id, state)
             self.view_cache.refresh()
             view.reload(self.view_cache.states())
-            LOG.debug("%s no longer fits %s; falling over", chosen.host, amount)
+            LOG.debug(
+                "No candidate of %s still fits %s; falling over",
+                [s.host for s in candidates],
+                amount,
+            )
 
     def _hook(self, point, chosen):
         def fire(**info):

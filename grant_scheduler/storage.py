@@ -25,11 +25,13 @@ class Taken:
     """What ``Store.grant`` did."""
 
     won: bool
+    host_id: int = None
+    """The node the grant went to."""
     grant_id: int = None
     ticket: int = None
-    state: object = None
-    """When lost: the node's ``HostState`` as read under its lock, for the
-    scheduler's view; None when the node is gone."""
+    states: dict = None
+    """When lost: ``{host id: HostState}`` of every candidate as the write
+    found it, for the scheduler's view (None for a node that is gone)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,6 +41,7 @@ class ClaimOutcome:
     resources: Resources
     grant_ticket: int
     how: str
+    host_id: int = None
 
 
 CLAIM_BY_GRANT = "grant"
@@ -127,7 +130,7 @@ class Store(typing.Protocol):
 
     def grant(
         self,
-        host_id,
+        host_ids,
         resources,
         scheduler,
         instance_uuid,
@@ -136,7 +139,8 @@ class Store(typing.Protocol):
         taken,
         before_commit=None,
     ):
-        """Grant ``resources`` on a node if they fit there now.
+        """Grant ``resources`` on the first of ``host_ids`` (the candidates,
+        best first) where they fit now.
 
         :param taken: a list the store appends ``(host id, ticket)`` to
             before each commit; kept by the caller across failures.

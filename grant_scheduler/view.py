@@ -76,11 +76,14 @@ class View:
         """The best ``subset_size`` fits, then the alternates' worth."""
         return self._best(request, subset_size + request.num_alternates)
 
-    def choose(self, request, subset_size):
-        """A node to grant on, or None when nothing fits in this view."""
-        return self.spread.choose(
-            self.ranked(request, subset_size), subset_size
-        )
+    def candidates(self, request, subset_size):
+        """Nodes to grant on, in order: one chosen at random among the
+        best ``subset_size``, then the others ranked; [] if none fits."""
+        ranked = self.ranked(request, subset_size)
+        chosen = self.spread.choose(ranked, subset_size)
+        if chosen is None:
+            return []
+        return [chosen] + [s for s in ranked if s is not chosen]
 
     def consume(self, state, amount):
         """Count a grant this request has just won on ``state``."""

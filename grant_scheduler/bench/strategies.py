@@ -80,7 +80,8 @@ class _FullReads(_Side):
     def _choose(self, states, amount, placement):
         view = gs_view.View(states, self.spread)
         request = _Request(amount, placement)
-        return view.choose(request, self.gs.settings.host_subset_size)
+        candidates = view.candidates(request, self.gs.settings.host_subset_size)
+        return candidates[0] if candidates else None
 
 
 class _Request:

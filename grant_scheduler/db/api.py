@@ -228,6 +228,7 @@ class Database:
         self.safe_url = exception.mask_url(
             sa_compat.render_url(url, hide_password=False)
         )
+        self._skips_locked = None
         self.clock_offset = 0.0
         """Seconds added to the server's clock wherever the protocol reads
         it: tests move time forward with it instead of sleeping."""
@@ -284,6 +285,25 @@ class Database:
     @property
     def dialect_name(self):
         return self.url.get_backend_name()
+
+    @property
+    def skips_locked_rows(self):
+        """Whether ``SELECT ... FOR UPDATE SKIP LOCKED`` works here."""
+        if self._skips_locked is None:
+            self._skips_locked = self._can_skip_locked()
+        return self._skips_locked
+
+    def _can_skip_locked(self):
+        dialect = self.get_engine().dialect
+        version = dialect.server_version_info or ()
+        if dialect.name == "postgresql":
+            return version >= (9, 5)
+        if dialect.name == "mysql":
+            mariadb = getattr(dialect, "_is_mariadb", False) or getattr(
+                dialect, "is_mariadb", False
+            )
+            return version >= ((10, 6) if mariadb else (8, 0, 1))
+        return False
 
     @property
     def is_started(self):

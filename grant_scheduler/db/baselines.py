@@ -103,16 +103,20 @@ class NaiveStore(gs_store.Store):
         self._insert = db.transactional(_with_db(db, _insert_unverified))
         self._verify = db.transactional(_verify_by_timestamp)
 
-    def grant(self, host_id, resources, scheduler, instance_uuid, request_id,
+    def grant(self, host_ids, resources, scheduler, instance_uuid, request_id,
               ttl, taken, before_commit=None):
+        """The seed's rule on the first candidate only."""
+        host_id = host_ids[0]
         grant_id, ticket = self._insert(
             host_id, resources, scheduler, instance_uuid, request_id, ttl,
             before_commit,
         )
         won, state = self._verify(host_id, grant_id, resources)
         if won:
-            return storage.Taken(True, grant_id=grant_id, ticket=ticket)
-        return storage.Taken(False, state=state)
+            return storage.Taken(
+                True, host_id=host_id, grant_id=grant_id, ticket=ticket
+            )
+        return storage.Taken(False, states={host_id: state})
 
 
 def _read_with_generation(conn):

@@ -82,25 +82,117 @@ def _find_grant(conn, instance_uuid, host, node, resources, request_id):
     return host_id, grant
 
 
-def _advance_mark(grant):
-    """Move the node's last-grant mark forward to ``grant``, never back.
+def _advance_mark(ticket, created_at):
+    """Move the node's last-grant mark forward to a grant, never back.
 
     NOTE: MySQL evaluates SET assignments left to right, so the second one
     may see ``last_grant_ticket`` already moved to this ticket; PostgreSQL
     and SQLite see the old value.  ``<=`` gives the same result either way
     (at equality the mark is this very grant).
     """
-    ticket = grant.grant_ticket
     return {
         "last_grant_ticket": sa_compat.case(
             (HOSTS.c.last_grant_ticket < ticket, ticket),
             else_=HOSTS.c.last_grant_ticket,
         ),
         "last_grant_at": sa_compat.case(
-            (HOSTS.c.last_grant_ticket <= ticket, grant.grant_created_at),
+            (HOSTS.c.last_grant_ticket <= ticket, created_at),
             else_=HOSTS.c.last_grant_at,
         ),
     }
+
+
+def _consume_own_grant(conn, db, host_id, instance_uuid, resources):
+    """Consume the instance's live grant of exactly ``resources`` on the
+    node, by one ``UPDATE``: ``(ticket, created_at)``, or None."""
+    own = sa.and_(
+        GRANTS.c.host_id == host_id,
+        GRANTS.c.instance_uuid == instance_uuid,
+        GRANTS.c.state == decision.GRANT_WON,
+        *(GRANTS.c[name] == value for name, value in resources.as_dict().items()),
+    )
+    values = {"state": decision.GRANT_CONSUMED, "consumed_at": db.now()}
+    dialect = db.dialect_name
+    if dialect == "mysql":
+        # NOTE: hands the ticket back in the statement's OK packet.
+        values["ticket"] = sa.func.last_insert_id(GRANTS.c.ticket)
+    statement = GRANTS.update().where(own).values(**values)
+    if dialect == "postgresql":
+        row = conn.execute(
+            statement.returning(GRANTS.c.ticket, GRANTS.c.created_at)
+        ).first()
+        return None if row is None else (row[0], row[1])
+    result = conn.execute(statement)
+    if result.rowcount == 0:
+        return None
+    if result.rowcount != 1:
+        raise rows.retry_request()
+    if dialect == "mysql":
+        ticket = sa_compat.lastrowid(result)
+    else:
+        ticket = conn.execute(
+            sa_compat.select(sa.func.max(GRANTS.c.ticket)).where(
+                sa.and_(
+                    GRANTS.c.host_id == host_id,
+                    GRANTS.c.instance_uuid == instance_uuid,
+                    GRANTS.c.state == decision.GRANT_CONSUMED,
+                )
+            )
+        ).scalar()
+    created_at = sa_compat.scalar_subquery(
+        sa_compat.select(GRANTS.c.created_at).where(
+            sa.and_(GRANTS.c.host_id == host_id, GRANTS.c.ticket == ticket)
+        )
+    )
+    return ticket, created_at
+
+
+def claim_by_own_grant(
+    conn, db, host_id, instance_uuid, resources, before_commit=None
+):
+    """The common case in three statements, for a node whose id is known:
+    consume the instance's grant, move it into usage, write the claim.
+
+    :returns: a ``ClaimOutcome``, or None (nothing written) when the
+        instance has no live grant of exactly ``resources`` there.
+    """
+    consumed = _consume_own_grant(conn, db, host_id, instance_uuid, resources)
+    if consumed is None:
+        return None
+    ticket, created_at = consumed
+    moved = conn.execute(
+        HOSTS.update()
+        .where(HOSTS.c.id == host_id)
+        .values(
+            updated_at=db.now(),
+            **rows.moved(HOSTS, resources, suffix="_used"),
+            **rows.moved(HOSTS, resources, prefix="granted_", sign=-1),
+            **_advance_mark(ticket, created_at),
+        )
+    )
+    if moved.rowcount != 1:
+        raise rows.retry_request()
+    return _write_claim(
+        conn, db, host_id, instance_uuid, resources, ticket,
+        storage.CLAIM_BY_GRANT, before_commit,
+    )
+
+
+def _write_claim(
+    conn, db, host_id, instance_uuid, amount, ticket, how, before_commit
+):
+    conn.execute(
+        CLAIMS.insert().values(
+            instance_uuid=instance_uuid,
+            host_id=host_id,
+            grant_ticket=ticket,
+            created_at=db.now(),
+            **rows.values(amount),
+        )
+    )
+    if before_commit is not None:
+        before_commit()
+    return storage.ClaimOutcome(amount, ticket, how, host_id=host_id)
 
 
 def _claim_row(conn, instance_uuid, host, node):
@@ -122,7 +214,12 @@ def existing(conn, instance_uuid, host, node):
     row = _claim_row(conn, instance_uuid, host, node)
     if row is None:
         return None
-    return storage.ClaimOutcome(rows.amount(row), row.grant_ticket, storage.CLAIM_EXISTING)
+    return storage.ClaimOutcome(
+        rows.amount(row),
+        row.grant_ticket,
+        storage.CLAIM_EXISTING,
+        host_id=row.host_id,
+    )
 
 
 def claim(
@@ -166,7 +263,11 @@ def claim(
         updated_at=db.now(),
         **rows.moved(HOSTS, amount, suffix="_used"),
         **rows.moved(HOSTS, held, prefix="granted_", sign=-1),
-        **({} if grant is None else _advance_mark(grant)),
+        **(
+            {}
+            if grant is None
+            else _advance_mark(grant.grant_ticket, grant.grant_created_at)
+        ),
     )
     by_grant = grant is not None and amount == held
     if by_grant:
@@ -199,19 +300,9 @@ def claim(
         if consumed.rowcount != 1:
             raise rows.retry_request()
     ticket = None if grant is None else grant.grant_ticket
-    conn.execute(
-        CLAIMS.insert().values(
-            instance_uuid=instance_uuid,
-            host_id=host_id,
-            grant_ticket=ticket,
-            created_at=db.now(),
-            **rows.values(amount),
-        )
-    )
-    if before_commit is not None:
-        before_commit()
-    return storage.ClaimOutcome(
-        amount, ticket, storage.CLAIM_BY_GRANT if by_grant else storage.CLAIM_BY_RECHECK
+    how = storage.CLAIM_BY_GRANT if by_grant else storage.CLAIM_BY_RECHECK
+    return _write_claim(
+        conn, db, host_id, instance_uuid, amount, ticket, how, before_commit
     )
 
 

@@ -62,31 +62,65 @@ def _issue_ticket(conn, db, host_id, amount):
     ).scalar()
 
 
-def _committed_earlier(conn, host_id, taken):
+def _committed_earlier(conn, host_ids, taken):
     """A grant an earlier try of this very call committed, if any.
 
     ``taken`` lists the ``(host id, ticket)`` of every earlier try: when a
     commit's acknowledgement was lost the retry finds its grant here
     instead of writing a second one.
     """
-    tickets = [ticket for taken_host, ticket in taken if taken_host == host_id]
-    if not tickets:
+    tried = [pair for pair in taken if pair[0] in host_ids]
+    if not tried:
         return None
     return conn.execute(
-        sa_compat.select(GRANTS.c.id, GRANTS.c.ticket).where(
+        sa_compat.select(GRANTS.c.id, GRANTS.c.host_id, GRANTS.c.ticket).where(
             sa.and_(
-                GRANTS.c.host_id == host_id,
-                GRANTS.c.ticket.in_(tickets),
+                sa.or_(
+                    *(
+                        sa.and_(
+                            GRANTS.c.host_id == host_id,
+                            GRANTS.c.ticket == ticket,
+                        )
+                        for host_id, ticket in tried
+                    )
+                ),
                 GRANTS.c.state == decision.GRANT_WON,
             )
         )
     ).first()
 
 
+def _first_free(conn, db, host_ids, amount):
+    """The first of ``host_ids`` that fits and no grant in flight holds.
+
+    A locking read that skips rows another transaction has locked: where
+    schedulers race for the same nodes, a grant goes to the next candidate
+    at once instead of waiting for a node the other grant is taking.  The
+    row it returns stays locked until this transaction ends.  None when
+    every candidate is taken or busy, or the server cannot skip locked
+    rows (SQLite, MariaDB before 10.6, MySQL before 8.0).
+    """
+    if len(host_ids) < 2 or not db.skips_locked_rows:
+        return None
+    preference = sa_compat.case(
+        *((HOSTS.c.id == host_id, n) for n, host_id in enumerate(host_ids)),
+        else_=len(host_ids),
+    )
+    query = (
+        sa_compat.select(HOSTS.c.id)
+        .where(sa.and_(HOSTS.c.id.in_(host_ids), rows.fits(amount)))
+        .order_by(preference)
+        .limit(1)
+        # NOTE: spelt out: SQLAlchemy 1.3 drops SKIP LOCKED for MariaDB.
+        .suffix_with("FOR UPDATE SKIP LOCKED")
+    )
+    return conn.execute(query).scalar()
+
+
 def take(
     conn,
     db,
-    host_id,
+    host_ids,
     amount,
     scheduler,
     instance_uuid,
@@ -95,19 +129,33 @@ def take(
     taken,
     before_commit=None,
 ):
-    """Grant ``amount`` on the node, or report the node as it is.
+    """Grant ``amount`` on the first of ``host_ids`` that can take it.
 
+    :param host_ids: candidates, in the scheduler's order of preference.
     :param taken: a list this call appends ``(host id, ticket)`` to before
         it commits, kept by the caller across retries and failures (to
         withdraw an answer that never came, or recognise a landed commit).
-    :returns: a ``storage.Taken``.
+    :returns: a ``storage.Taken``; when lost, ``states`` holds each
+        candidate as the write found it.
     """
-    earlier = _committed_earlier(conn, host_id, taken)
+    earlier = _committed_earlier(conn, host_ids, taken)
     if earlier is not None:
-        return storage.Taken(True, grant_id=earlier.id, ticket=earlier.ticket)
-    ticket = _issue_ticket(conn, db, host_id, amount)
-    if ticket is None:
-        return storage.Taken(False, state=hosts.one(conn, host_id))
+        return storage.Taken(
+            True,
+            host_id=earlier.host_id,
+            grant_id=earlier.id,
+            ticket=earlier.ticket,
+        )
+    free = _first_free(conn, db, host_ids, amount)
+    order = host_ids if free is None else [free]
+    for host_id in order:
+        ticket = _issue_ticket(conn, db, host_id, amount)
+        if ticket is not None:
+            break
+    else:
+        return storage.Taken(
+            False, states={h: hosts.one(conn, h) for h in host_ids}
+        )
     result = conn.execute(
         GRANTS.insert().values(
             host_id=host_id,
@@ -125,7 +173,7 @@ def take(
     grant_id = result.inserted_primary_key[0]
     if before_commit is not None:
         before_commit(grant_id=grant_id, ticket=ticket)
-    return storage.Taken(True, grant_id=grant_id, ticket=ticket)
+    return storage.Taken(True, host_id=host_id, grant_id=grant_id, ticket=ticket)
 
 
 def withdraw(conn, db, host_id, ticket, amount):

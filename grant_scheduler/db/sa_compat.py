@@ -26,6 +26,12 @@ def case(*whens, else_=None):
     return sa.case(*whens, else_=else_)
 
 
+def scalar_subquery(query):
+    """A one-value ``SELECT`` used as a value (1.3 calls it ``as_scalar``)."""
+    make = getattr(query, "scalar_subquery", None) or query.as_scalar
+    return make()
+
+
 def mapping(row):
     """A row's values by column name (2.x keeps them in ``_mapping``)."""
     return getattr(row, "_mapping", row)

@@ -31,6 +31,11 @@ class Store:
         self._grant = write(with_db(grants.take))
         self._withdraw = write(with_db(grants.withdraw))
         self._claim = write(with_db(claims.claim))
+        self._claim_by_own_grant = write(with_db(claims.claim_by_own_grant))
+        # NOTE: node ids by (host, node), learnt from claims: a compute
+        # host's next claim then needs no lookup.  Ids are never reused, so
+        # a stale one only misses (the general path then runs).
+        self._node_ids = {}
         self._existing = read(claims.existing)
         self._release = write(with_db(claims.release))
         self._reports = read(hosts.reports)
@@ -63,7 +68,7 @@ class Store:
 
     def grant(
         self,
-        host_id,
+        host_ids,
         resources,
         scheduler,
         instance_uuid,
@@ -73,7 +78,7 @@ class Store:
         before_commit=None,
     ):
         return self._grant(
-            host_id,
+            list(host_ids),
             resources,
             scheduler,
             instance_uuid,
@@ -96,9 +101,23 @@ class Store:
         before_commit=None,
     ):
         try:
-            return self._claim(
-                instance_uuid, host, node, resources, request_id, before_commit
-            )
+            host_id = self._node_ids.get((host, node))
+            outcome = None
+            if host_id is not None and resources is not None:
+                outcome = self._claim_by_own_grant(
+                    host_id, instance_uuid, resources, before_commit
+                )
+            if outcome is None:
+                outcome = self._claim(
+                    instance_uuid,
+                    host,
+                    node,
+                    resources,
+                    request_id,
+                    before_commit,
+                )
+            self._node_ids[(host, node)] = outcome.host_id
+            return outcome
         except (db_exc.DBDuplicateEntry, claims.AlreadyClaimed):
             outcome = self._existing(instance_uuid, host, node)
             if outcome is None:

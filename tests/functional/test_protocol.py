@@ -223,8 +223,8 @@ class Protocol(base.DatabaseTestCase):
         host_id = self.add_host()
         store = self.gs._store
         tries = []
-        first = store.grant(host_id, SLOT, "s", new_uuid(), "r", 600, tries)
-        again = store.grant(host_id, SLOT, "s", new_uuid(), "r", 600, tries)
+        first = store.grant([host_id], SLOT, "s", new_uuid(), "r", 600, tries)
+        again = store.grant([host_id], SLOT, "s", new_uuid(), "r", 600, tries)
         self.assertEqual(first.grant_id, again.grant_id)
         self.assertEqual(1, self.count(models.grants))
         self.assertEqual(SLOT, self.report().state.granted)

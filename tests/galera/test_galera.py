@@ -121,7 +121,7 @@ class TestCertification(GaleraTestCase):
                     both_written.wait()
 
             outcomes[n] = stores[n].grant(
-                host_id,
+                [host_id],
                 api.Resources(1, 1024, 10),
                 "scheduler%d" % n,
                 str(uuid.uuid4()),

@@ -72,7 +72,7 @@ class FakeStore:
 
     def grant(
         self,
-        host_id,
+        host_ids,
         resources,
         scheduler,
         instance_uuid,
@@ -81,18 +81,25 @@ class FakeStore:
         taken,
         before_commit=None,
     ):
-        if self.before_grant is not None:
-            self.before_grant(host_id)
-        state = self.states.get(host_id)
-        if state is None or not state.fits(resources):
-            return storage.Taken(False, state=self.host_state(host_id))
+        for host_id in host_ids:
+            if self.before_grant is not None:
+                self.before_grant(host_id)
+            state = self.states.get(host_id)
+            if state is not None and state.fits(resources):
+                break
+        else:
+            return storage.Taken(
+                False, states={h: self.host_state(h) for h in host_ids}
+            )
         ticket = next(self._tickets)
         self.take(host_id, resources)
         self.grants[(host_id, ticket)] = resources
         taken.append((host_id, ticket))
         if self.fail_after_write is not None:
             raise self.fail_after_write
-        return storage.Taken(True, grant_id=ticket, ticket=ticket)
+        return storage.Taken(
+            True, host_id=host_id, grant_id=ticket, ticket=ticket
+        )
 
     def withdraw(self, host_id, ticket, resources):
         self.withdrawn.append((host_id, ticket))

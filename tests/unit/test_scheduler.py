@@ -32,40 +32,52 @@ class SchedulerTestCase(base.TestCase):
 
 
 class TestFallOver(SchedulerTestCase):
-    def test_lost_grant_falls_over_and_folds_the_node_into_the_view(self):
-        store, sched = self.make([host(1, 8192), host(2, 4096)])
-        sched.view_cache.refresh()
-
-        def competitor(host_id):
-            if host_id == 1 and not store.grants:
-                store.take(1, R(0, 8192, 0))  # someone filled node 1 first
-
-        store.before_grant = competitor
-        [selection] = sched.schedule(self.request(memory_mb=4096))
-        self.assertEqual("host2", selection.host)
-        self.assertEqual(1, sched.counters.conflicts)
-        # What the lost write saw is in the cache for the next request.
-        cached = {s.host_id: s for s in sched.view_cache.states()}
-        self.assertEqual(8192, cached[1].granted.memory_mb)
-
-    def test_losing_more_than_max_fallovers_reads_again_not_no_valid_host(self):
-        # I2: 20 one-slot nodes; before each of this scheduler's grants
-        # another scheduler takes the node it chose, 15 times: more than
-        # max_fallovers (10).  Room remains, so the request must go on
-        # with a fresh read and be placed.
-        states = [host(i, 1024) for i in range(1, 21)]
-        store, sched = self.make(states)
+    def steal(self, store, limit):
+        """Another scheduler takes each node this one tries, ``limit``
+        times."""
         stolen = []
 
         def competitor(host_id):
-            if len(stolen) < 15:
+            if len(stolen) < limit and host_id not in stolen:
                 stolen.append(host_id)
                 store.take(host_id, R(1, 1024, 1))
 
         store.before_grant = competitor
+        return stolen
+
+    def test_taken_candidate_goes_to_the_next_candidate_at_once(self):
+        store, sched = self.make([host(1, 1024), host(2, 1024)])
+        stolen = self.steal(store, 1)
         [selection] = sched.schedule(self.request())
         self.assertNotIn(selection.host, {"host%d" % h for h in stolen})
-        self.assertEqual(15, sched.counters.conflicts)
+        self.assertEqual(0, sched.counters.conflicts)
+
+    def test_lost_grant_falls_over_and_folds_the_nodes_into_the_view(self):
+        # Every candidate of the first try (host_subset_size of them) is
+        # taken meanwhile: the grant is lost, what its write saw is kept,
+        # and the instance goes to a node that is still free.
+        states = [host(i, 1024) for i in range(1, 5)]
+        store, sched = self.make(states)
+        stolen = self.steal(store, Settings().host_subset_size)
+        [selection] = sched.schedule(self.request())
+        self.assertNotIn(selection.host, {"host%d" % h for h in stolen})
+        self.assertEqual(1, sched.counters.conflicts)
+        cached = {s.host_id: s for s in sched.view_cache.states()}
+        for host_id in stolen:
+            self.assertEqual(1024, cached[host_id].granted.memory_mb)
+
+    def test_losing_more_than_max_fallovers_reads_again_not_no_valid_host(self):
+        # I2: before each of this scheduler's grants another scheduler takes
+        # the nodes it tries, more times than max_fallovers (10).  Room
+        # remains, so the request goes on with a fresh read and is placed.
+        settings = Settings()
+        losses = settings.max_fallovers + 2
+        states = [host(i, 1024) for i in range(1, 61)]
+        store, sched = self.make(states)
+        stolen = self.steal(store, losses * settings.host_subset_size)
+        [selection] = sched.schedule(self.request())
+        self.assertNotIn(selection.host, {"host%d" % h for h in stolen})
+        self.assertEqual(losses, sched.counters.conflicts)
         # One fresh read of every node after max_fallovers losses in a row.
         self.assertEqual(1, sched.counters.full_reads)
 
