@@ -125,6 +125,13 @@ class Counters:
     full_reads: int = 0
 
 
+# After a lost grant, this many of the following requests offer the store
+# every candidate (a locking read that skips nodes other grants hold);
+# uncontended, a grant offers only its first choice and costs one
+# statement less.
+CONTENDED_REQUESTS = 32
+
+
 def default_name():
     return "%s:%d" % (socket.gethostname(), os.getpid())
 
@@ -138,6 +145,7 @@ class Scheduler:
         self.name = name or default_name()
         self.hooks = hooks or injection.NO_HOOKS
         self.counters = Counters()
+        self._contended = 0
         self.view_cache = gs_view.ViewCache(
             store,
             resync_interval=settings.view_resync_interval,
@@ -160,6 +168,7 @@ class Scheduler:
             the request took has been withdrawn.
         """
         self.counters.requests += 1
+        self._contended = max(0, self._contended - 1)
         if view is None:
             view = self.view()
         self.hooks.fire("view_loaded", request=request)
@@ -224,6 +233,8 @@ class Scheduler:
             # tries in it; the request's list collects them all, also when
             # the grant raises, for withdrawal.
             tries = []
+            if not self._contended:
+                candidates = candidates[:1]
             try:
                 outcome = self.store.grant(
                     [state.host_id for state in candidates],
@@ -259,6 +270,7 @@ class Scheduler:
                     alternates=view.alternates(request, chosen),
                 )
             self.counters.conflicts += 1
+            self._contended = CONTENDED_REQUESTS
             losses += 1
             lost_any = True
             # The lost write read the candidates under their locks: keep

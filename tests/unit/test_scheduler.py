@@ -45,26 +45,22 @@ class TestFallOver(SchedulerTestCase):
         store.before_grant = competitor
         return stolen
 
-    def test_taken_candidate_goes_to_the_next_candidate_at_once(self):
-        store, sched = self.make([host(1, 1024), host(2, 1024)])
-        stolen = self.steal(store, 1)
-        [selection] = sched.schedule(self.request())
-        self.assertNotIn(selection.host, {"host%d" % h for h in stolen})
-        self.assertEqual(0, sched.counters.conflicts)
-
-    def test_lost_grant_falls_over_and_folds_the_nodes_into_the_view(self):
-        # Every candidate of the first try (host_subset_size of them) is
-        # taken meanwhile: the grant is lost, what its write saw is kept,
-        # and the instance goes to a node that is still free.
-        states = [host(i, 1024) for i in range(1, 5)]
+    def test_after_a_loss_grants_offer_every_candidate(self):
+        # Uncontended, a grant offers its first choice only; once one was
+        # lost, the next ones offer every candidate, and a node taken
+        # meanwhile costs no fall-over.
+        states = [host(i, 1024) for i in range(1, 9)]
         store, sched = self.make(states)
-        stolen = self.steal(store, Settings().host_subset_size)
-        [selection] = sched.schedule(self.request())
-        self.assertNotIn(selection.host, {"host%d" % h for h in stolen})
+        stolen = self.steal(store, 1)
+        [first] = sched.schedule(self.request())
         self.assertEqual(1, sched.counters.conflicts)
+        self.assertNotEqual("host%d" % stolen[0], first.host)
         cached = {s.host_id: s for s in sched.view_cache.states()}
-        for host_id in stolen:
-            self.assertEqual(1024, cached[host_id].granted.memory_mb)
+        self.assertEqual(1024, cached[stolen[0]].granted.memory_mb)
+        stolen = self.steal(store, 1)
+        [second] = sched.schedule(self.request())
+        self.assertEqual(1, sched.counters.conflicts)
+        self.assertNotEqual("host%d" % stolen[0], second.host)
 
     def test_losing_more_than_max_fallovers_reads_again_not_no_valid_host(self):
         # I2: before each of this scheduler's grants another scheduler takes
