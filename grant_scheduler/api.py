@@ -78,7 +78,11 @@ SchemaNewerThanCode = exception.SchemaNewerThanCode
 SchemaNotMigrated = exception.SchemaNotMigrated
 UnknownHost = exception.UnknownHost
 
-_RATIOS = ("cpu_allocation_ratio", "ram_allocation_ratio", "disk_allocation_ratio")
+_RATIOS = (
+    "cpu_allocation_ratio",
+    "ram_allocation_ratio",
+    "disk_allocation_ratio",
+)
 
 
 def _edge(method):
@@ -105,7 +109,9 @@ def _capacity(capacity):
         )
     total = validate.resources_object(capacity.total, "total", True)
     reserved = validate.resources_object(capacity.reserved, "reserved", True)
-    ratios = {name: validate.ratio(name, getattr(capacity, name)) for name in _RATIOS}
+    ratios = {
+        name: validate.ratio(name, getattr(capacity, name)) for name in _RATIOS
+    }
     return Capacity(total=total, reserved=reserved, **ratios)
 
 
@@ -140,7 +146,9 @@ class GrantScheduler:
             claim_lock,
         )
 
-    def _assemble(self, database, store, settings, name, hooks, rng, claim_lock):
+    def _assemble(
+        self, database, store, settings, name, hooks, rng, claim_lock
+    ):
         self.database = database
         self.settings = settings or Settings()
         self._store = store
@@ -215,7 +223,9 @@ class GrantScheduler:
         return self._store.delete_host(*self._node(host, node))
 
     @_edge
-    def claim(self, instance_uuid, host, node, resources=None, request_id=None):
+    def claim(
+        self, instance_uuid, host, node, resources=None, request_id=None
+    ):
         """Count an instance in its node's usage, consuming its grant.
 
         :param resources: the instance's ``Resources``; needed to re-check

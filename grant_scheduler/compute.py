@@ -44,7 +44,9 @@ class ClaimAgent:
                 host, node, capacity, used=used, node_uuid=node_uuid
             )
 
-    def claim(self, instance_uuid, host, node, resources=None, request_id=None):
+    def claim(
+        self, instance_uuid, host, node, resources=None, request_id=None
+    ):
         """Count ``instance_uuid`` in the node's usage.
 
         :returns: a ``storage.ClaimOutcome``.

@@ -90,7 +90,9 @@ class Request:
             request_id=validate.name("request_id", request_id, optional=True)
             or "req-%s" % uuid.uuid4(),
             placement=decision.Placement(
-                ignore_hosts=validate.names("ignore_hosts", ignore_hosts, "host"),
+                ignore_hosts=validate.names(
+                    "ignore_hosts", ignore_hosts, "host"
+                ),
                 force_hosts=validate.names("force_hosts", force_hosts, "host"),
                 force_nodes=validate.names("force_nodes", force_nodes, "node"),
             ),
@@ -204,7 +206,8 @@ class Scheduler:
                 )
         if taken:
             LOG.debug(
-                "Withdrew the grants of unplaced request %s", request.request_id
+                "Withdrew the grants of unplaced request %s",
+                request.request_id,
             )
 
     def _refresh(self, view):

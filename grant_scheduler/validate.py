@@ -144,8 +144,7 @@ def instance_uuids(values):
         values, "__iter__"
     ):
         raise exception.InvalidRequest(
-            reason="instance_uuids must be a list of UUIDs, not %r"
-            % (values,)
+            reason="instance_uuids must be a list of UUIDs, not %r" % (values,)
         )
     return tuple(instance_uuid(v, optional=True) for v in values)
 

@@ -55,9 +55,7 @@ class View:
 
     def reload(self, states):
         self._states = {state.host_id: state for state in states}
-        self._free = {
-            h: decision.free_key(s) for h, s in self._states.items()
-        }
+        self._free = {h: decision.free_key(s) for h, s in self._states.items()}
 
     def states(self):
         return list(self._states.values())

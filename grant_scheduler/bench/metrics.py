@@ -147,6 +147,4 @@ class GrantTablesRoom:
         self.gs = api.GrantScheduler(db_api.Database(url))
 
     def __call__(self, amount):
-        return any(
-            report.state.fits(amount) for report in self.gs.hosts()
-        )
+        return any(report.state.fits(amount) for report in self.gs.hosts())

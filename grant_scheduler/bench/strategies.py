@@ -80,7 +80,9 @@ class _FullReads(_Side):
     def _choose(self, states, amount, placement):
         view = gs_view.View(states, self.spread)
         request = _Request(amount, placement)
-        candidates = view.candidates(request, self.gs.settings.host_subset_size)
+        candidates = view.candidates(
+            request, self.gs.settings.host_subset_size
+        )
         return candidates[0] if candidates else None
 
 

@@ -108,7 +108,9 @@ def _utc_sqlite(element, compiler, **kw):
     # SQLAlchemy's SQLite DATETIME stores, so comparisons stay textual.
     return (
         "(STRFTIME('%Y-%m-%d %H:%M:%f', 'now', "
-        "PRINTF('%+.6f seconds', " + _offset(compiler, element, kw) + " / 1000000.0)) || '000')"
+        "PRINTF('%+.6f seconds', "
+        + _offset(compiler, element, kw)
+        + " / 1000000.0)) || '000')"
     )
 
 
@@ -157,9 +159,13 @@ def _prepare_mysql(engine, wsrep_sync_wait):
     @sa.event.listens_for(engine, "connect")
     def _connect(dbapi_connection, connection_record):
         cursor = dbapi_connection.cursor()
-        cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+        cursor.execute(
+            "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"
+        )
         if wsrep_sync_wait:
-            cursor.execute("SET SESSION wsrep_sync_wait = %d" % wsrep_sync_wait)
+            cursor.execute(
+                "SET SESSION wsrep_sync_wait = %d" % wsrep_sync_wait
+            )
         cursor.close()
 
 

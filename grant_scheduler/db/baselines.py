@@ -36,8 +36,17 @@ CLAIMS = models.claims
 _UNVERIFIED = "pending"
 
 
-def _insert_unverified(conn, db, host_id, amount, scheduler, instance_uuid,
-                       request_id, ttl, before_commit):
+def _insert_unverified(
+    conn,
+    db,
+    host_id,
+    amount,
+    scheduler,
+    instance_uuid,
+    request_id,
+    ttl,
+    before_commit,
+):
     # NOTE: no ticket is taken, so no node row lock orders the inserts; the
     # column still needs a unique value, which decides nothing here.
     ticket = -random.getrandbits(62)
@@ -103,12 +112,26 @@ class NaiveStore(gs_store.Store):
         self._insert = db.transactional(_with_db(db, _insert_unverified))
         self._verify = db.transactional(_verify_by_timestamp)
 
-    def grant(self, host_ids, resources, scheduler, instance_uuid, request_id,
-              ttl, taken, before_commit=None):
+    def grant(
+        self,
+        host_ids,
+        resources,
+        scheduler,
+        instance_uuid,
+        request_id,
+        ttl,
+        taken,
+        before_commit=None,
+    ):
         """The seed's rule on the first candidate only."""
         host_id = host_ids[0]
         grant_id, ticket = self._insert(
-            host_id, resources, scheduler, instance_uuid, request_id, ttl,
+            host_id,
+            resources,
+            scheduler,
+            instance_uuid,
+            request_id,
+            ttl,
             before_commit,
         )
         won, state = self._verify(host_id, grant_id, resources)

@@ -22,12 +22,16 @@ HOSTS = models.hosts
 GRANTS = models.grants
 CLAIMS = models.claims
 
+
 def _grant_columns():
     return [
         GRANTS.c.id.label("grant_id"),
         GRANTS.c.ticket.label("grant_ticket"),
         GRANTS.c.created_at.label("grant_created_at"),
-        *(column.label("grant_" + column.name) for column in rows.columns(GRANTS)),
+        *(
+            column.label("grant_" + column.name)
+            for column in rows.columns(GRANTS)
+        ),
     ]
 
 
@@ -109,7 +113,10 @@ def _consume_own_grant(conn, db, host_id, instance_uuid, resources):
         GRANTS.c.host_id == host_id,
         GRANTS.c.instance_uuid == instance_uuid,
         GRANTS.c.state == decision.GRANT_WON,
-        *(GRANTS.c[name] == value for name, value in resources.as_dict().items()),
+        *(
+            GRANTS.c[name] == value
+            for name, value in resources.as_dict().items()
+        ),
     )
     values = {"state": decision.GRANT_CONSUMED, "consumed_at": db.now()}
     dialect = db.dialect_name
@@ -173,8 +180,14 @@ def claim_by_own_grant(
     if moved.rowcount != 1:
         raise rows.retry_request()
     return _write_claim(
-        conn, db, host_id, instance_uuid, resources, ticket,
-        storage.CLAIM_BY_GRANT, before_commit,
+        conn,
+        db,
+        host_id,
+        instance_uuid,
+        resources,
+        ticket,
+        storage.CLAIM_BY_GRANT,
+        before_commit,
     )
 
 
@@ -332,6 +345,9 @@ def release(conn, db, instance_uuid, host, node):
             **rows.moved(HOSTS, rows.amount(row), suffix="_used", sign=-1),
         )
     )
-    if conn.execute(CLAIMS.delete().where(CLAIMS.c.id == row.id)).rowcount != 1:
+    if (
+        conn.execute(CLAIMS.delete().where(CLAIMS.c.id == row.id)).rowcount
+        != 1
+    ):
         raise rows.retry_request()
     return True

@@ -173,7 +173,9 @@ def take(
     grant_id = result.inserted_primary_key[0]
     if before_commit is not None:
         before_commit(grant_id=grant_id, ticket=ticket)
-    return storage.Taken(True, host_id=host_id, grant_id=grant_id, ticket=ticket)
+    return storage.Taken(
+        True, host_id=host_id, grant_id=grant_id, ticket=ticket
+    )
 
 
 def withdraw(conn, db, host_id, ticket, amount):
@@ -318,4 +320,3 @@ def listed(conn, host=None):
         )
         for row in result
     ]
-

@@ -123,7 +123,9 @@ def read(conn, since=None):
     query = sa_compat.select(HOSTS)
     if since is not None:
         query = query.where(HOSTS.c.updated_at >= since)
-    return [(rows.host_state(row), row.updated_at) for row in conn.execute(query)]
+    return [
+        (rows.host_state(row), row.updated_at) for row in conn.execute(query)
+    ]
 
 
 def one(conn, host_id):

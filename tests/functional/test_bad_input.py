@@ -38,8 +38,7 @@ def snapshot(database):
     with database.connect() as conn:
         return {
             table.name: sorted(
-                tuple(row)
-                for row in conn.execute(sa_compat.select(*columns))
+                tuple(row) for row in conn.execute(sa_compat.select(*columns))
             )
             for table, columns in (
                 (models.hosts, host_columns),
@@ -361,10 +360,15 @@ class DatabaseGoesAway(base.DatabaseTestCase):
         )
         cut.start()
         self.addCleanup(cut.stop)
-        through_proxy = sa_compat.render_url(url, hide_password=False).replace(
-            "@%s:%s/" % (url.host, url.port or _DEFAULT_PORTS[self.backend]),
-            "@127.0.0.1:%d/" % cut.port,
-        ).replace("@%s/" % url.host, "@127.0.0.1:%d/" % cut.port)
+        through_proxy = (
+            sa_compat.render_url(url, hide_password=False)
+            .replace(
+                "@%s:%s/"
+                % (url.host, url.port or _DEFAULT_PORTS[self.backend]),
+                "@127.0.0.1:%d/" % cut.port,
+            )
+            .replace("@%s/" % url.host, "@127.0.0.1:%d/" % cut.port)
+        )
         hooks = injection.Hooks()
         cutting = [True]
 

@@ -172,7 +172,9 @@ class Protocol(base.DatabaseTestCase):
         outcome = self.gs.claim(
             new_uuid(), first.host, first.node, SLOT, request_id="req-a"
         )
-        self.assertEqual(("grant", first.ticket), (outcome.how, outcome.grant_ticket))
+        self.assertEqual(
+            ("grant", first.ticket), (outcome.how, outcome.grant_ticket)
+        )
         with self.assertRaises(api.ClaimRejected):
             # Full: one recheck and one grant consumed, one grant live.
             self.gs.claim(new_uuid(), first.host, first.node, SLOT)
@@ -247,7 +249,9 @@ class Protocol(base.DatabaseTestCase):
         [sel] = self.schedule()
         self.gs.claim(sel.instance_uuid, sel.host, sel.node, SLOT)
         self.add_host(capacity=SLOT, used=api.Resources(0, 0, 0))
-        self.assertFalse(self.gs.release(sel.instance_uuid, sel.host, sel.node))
+        self.assertFalse(
+            self.gs.release(sel.instance_uuid, sel.host, sel.node)
+        )
         self.assertEqual(api.Resources(), self.report().state.used)
         self.assertEqual([], self.gs.check())
         self.schedule()
@@ -315,9 +319,15 @@ class Protocol(base.DatabaseTestCase):
         host_id = self.add_host("host0")
         with self.db.writer() as conn:
             for table, extra in (
-                (models.grants, {"ticket": 99, "scheduler": "dead",
-                                 "state": decision.GRANT_WON,
-                                 "expires_at": self.db.now(600)}),
+                (
+                    models.grants,
+                    {
+                        "ticket": 99,
+                        "scheduler": "dead",
+                        "state": decision.GRANT_WON,
+                        "expires_at": self.db.now(600),
+                    },
+                ),
                 (models.claims, {"instance_uuid": new_uuid()}),
             ):
                 conn.execute(
@@ -336,7 +346,9 @@ class Protocol(base.DatabaseTestCase):
         counts = self.gs.reap()
         self.assertEqual(1, counts["orphaned"])
         self.assertEqual(1, counts["orphaned_claims"])
-        self.assertEqual(0, self.count(models.grants) + self.count(models.claims))
+        self.assertEqual(
+            0, self.count(models.grants) + self.count(models.claims)
+        )
         # Idempotent: a second run finds nothing.
         self.assertEqual(0, sum(self.gs.reap().values()))
 

@@ -64,8 +64,12 @@ class FillToExhaustion(base.DatabaseTestCase):
         computes = [
             ctx.Process(
                 target=workers.compute_process,
-                args=("compute%d" % n, self.db_fixture.url, compute_queues[n],
-                      events),
+                args=(
+                    "compute%d" % n,
+                    self.db_fixture.url,
+                    compute_queues[n],
+                    events,
+                ),
                 kwargs={"build_delay": 0.005, "tolerate_db_errors": False},
             )
             for n in range(COMPUTES)
@@ -102,7 +106,9 @@ class FillToExhaustion(base.DatabaseTestCase):
                 if kind == "result":
                     results[name] = payload
 
-        while len([n for n in results if n.startswith("scheduler")]) < SCHEDULERS:
+        while (
+            len([n for n in results if n.startswith("scheduler")]) < SCHEDULERS
+        ):
             self.assertLess(time.monotonic(), deadline, "schedulers hung")
             violations.extend(gs.check())
             checkpoints += 1

@@ -14,7 +14,6 @@ import itertools
 from grant_scheduler import storage
 from grant_scheduler.resources import NOTHING
 
-
 _EPOCH = datetime.datetime(2026, 1, 1)
 
 
@@ -47,7 +46,9 @@ class FakeStore:
         raise NotImplementedError
 
     def delete_host(self, host, node):
-        found = [s for s in self.states.values() if (s.host, s.node) == (host, node)]
+        found = [
+            s for s in self.states.values() if (s.host, s.node) == (host, node)
+        ]
         for state in found:
             del self.states[state.host_id]
         return bool(found)
@@ -55,7 +56,10 @@ class FakeStore:
     def read_hosts(self, since=None):
         self.reads.append(since)
         return [
-            (dataclasses.replace(s), _EPOCH + datetime.timedelta(seconds=next(self._stamps)))
+            (
+                dataclasses.replace(s),
+                _EPOCH + datetime.timedelta(seconds=next(self._stamps)),
+            )
             for s in self.states.values()
         ]
 

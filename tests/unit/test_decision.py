@@ -31,7 +31,8 @@ def host(
     )
 
 
-def best(states, amount, placement=decision.Placement(), count=5, rng=None):
+def best(states, amount, placement=None, count=5, rng=None):
+    placement = placement or decision.Placement()
     by_id = {s.host_id: s for s in states}
     free = {h: decision.free_key(s) for h, s in by_id.items()}
     spread = decision.Spread(rng or random.Random(1))
@@ -72,7 +73,9 @@ class TestSpread(base.TestCase):
             spread = decision.Spread(random.Random(seed))
             by_id = {s.host_id: s for s in states}
             free = {h: decision.free_key(s) for h, s in by_id.items()}
-            ranked = spread.best(by_id, free, R(1, 1, 1), decision.Placement(), 3)
+            ranked = spread.best(
+                by_id, free, R(1, 1, 1), decision.Placement(), 3
+            )
             firsts[spread.choose(ranked, 3).host_id] += 1
         self.assertGreater(len(firsts), 20)
         self.assertLess(max(firsts.values()), 10)
@@ -107,29 +110,61 @@ class TestValidation(base.TestCase):
         self.assertEqual(R(1, 1, 0), validate.resources(1, 1, 0))
 
     def test_names(self):
-        self.assertEqual("cmp-1.example", validate.name("host", "cmp-1.example"))
-        for bad in ("", " cmp1", "cmp1 ", "a\nb", "a\x1b[31m", "a\x00", "x" * 256, 5):
-            self.assertRaises(exception.InvalidRequest, validate.name, "host", bad)
+        self.assertEqual(
+            "cmp-1.example", validate.name("host", "cmp-1.example")
+        )
+        for bad in (
+            "",
+            " cmp1",
+            "cmp1 ",
+            "a\nb",
+            "a\x1b[31m",
+            "a\x00",
+            "x" * 256,
+            5,
+        ):
+            self.assertRaises(
+                exception.InvalidRequest, validate.name, "host", bad
+            )
 
     def test_a_bare_string_is_not_a_list_of_names(self):
         self.assertRaises(
-            exception.InvalidRequest, validate.names, "force_hosts", "cmp1", "host"
+            exception.InvalidRequest,
+            validate.names,
+            "force_hosts",
+            "cmp1",
+            "host",
         )
         self.assertEqual(
-            frozenset({"cmp1"}), validate.names("force_hosts", ["cmp1"], "host")
+            frozenset({"cmp1"}),
+            validate.names("force_hosts", ["cmp1"], "host"),
         )
 
     def test_instance_uuids(self):
         value = uuid.uuid4()
         self.assertEqual(str(value), validate.instance_uuid(value))
-        self.assertEqual(str(value), validate.instance_uuid(str(value).upper()))
-        for bad in ("abc", str(value) + "0000", str(value).replace("-", ""), 5):
-            self.assertRaises(exception.InvalidRequest, validate.instance_uuid, bad)
-        self.assertRaises(exception.InvalidRequest, validate.instance_uuids, "abc")
+        self.assertEqual(
+            str(value), validate.instance_uuid(str(value).upper())
+        )
+        for bad in (
+            "abc",
+            str(value) + "0000",
+            str(value).replace("-", ""),
+            5,
+        ):
+            self.assertRaises(
+                exception.InvalidRequest, validate.instance_uuid, bad
+            )
+        self.assertRaises(
+            exception.InvalidRequest, validate.instance_uuids, "abc"
+        )
 
     def test_ratios(self):
         for bad in (True, 0, -1.0, float("nan"), float("inf"), "1.5", 1000):
             self.assertRaises(
-                exception.InvalidResources, validate.ratio, "cpu_allocation_ratio", bad
+                exception.InvalidResources,
+                validate.ratio,
+                "cpu_allocation_ratio",
+                bad,
             )
         self.assertEqual(16.0, validate.ratio("cpu_allocation_ratio", 16))

@@ -62,7 +62,9 @@ class TestFallOver(SchedulerTestCase):
         self.assertEqual(1, sched.counters.conflicts)
         self.assertNotEqual("host%d" % stolen[0], second.host)
 
-    def test_losing_more_than_max_fallovers_reads_again_not_no_valid_host(self):
+    def test_losing_more_than_max_fallovers_reads_again_not_no_valid_host(
+        self,
+    ):
         # I2: before each of this scheduler's grants another scheduler takes
         # the nodes it tries, more times than max_fallovers (10).  Room
         # remains, so the request goes on with a fresh read and is placed.
@@ -130,7 +132,9 @@ class TestWithdrawal(SchedulerTestCase):
         # retry by the caller finds the one-slot node free.
         store, sched = self.make([host(1, 1024)])
         store.fail_after_write = db_exc.DBConnectionError("gone")
-        self.assertRaises(db_exc.DBConnectionError, sched.schedule, self.request())
+        self.assertRaises(
+            db_exc.DBConnectionError, sched.schedule, self.request()
+        )
         self.assertEqual([(1, 1)], store.withdrawn)
         self.assertEqual({}, store.grants)
         store.fail_after_write = None
@@ -155,8 +159,12 @@ class TestRequestValidation(base.TestCase):
     def test_bad_counts_and_uuids(self):
         build = scheduler.Request.build
         u = str(uuid.uuid4())
-        self.assertRaises(exception.InvalidRequest, build, 1, 1, 1, num_instances=0)
-        self.assertRaises(exception.InvalidRequest, build, 1, 1, 1, instance_uuids=[])
+        self.assertRaises(
+            exception.InvalidRequest, build, 1, 1, 1, num_instances=0
+        )
+        self.assertRaises(
+            exception.InvalidRequest, build, 1, 1, 1, instance_uuids=[]
+        )
         self.assertRaises(
             exception.InvalidRequest, build, 1, 1, 1, instance_uuids=[u, u]
         )
@@ -164,8 +172,18 @@ class TestRequestValidation(base.TestCase):
             exception.InvalidRequest, build, 1, 1, 1, instance_uuids="abc"
         )
         self.assertRaises(
-            exception.InvalidRequest, build, 1, 1, 1, num_instances=2, instance_uuids=[u]
+            exception.InvalidRequest,
+            build,
+            1,
+            1,
+            1,
+            num_instances=2,
+            instance_uuids=[u],
         )
-        self.assertRaises(exception.InvalidRequest, build, 1, 1, 1, force_hosts="cmp1")
+        self.assertRaises(
+            exception.InvalidRequest, build, 1, 1, 1, force_hosts="cmp1"
+        )
         self.assertRaises(exception.InvalidResources, build, 0, 1, 1)
-        self.assertEqual(3, len(build(1, 1, 1, num_instances=3).instance_uuids))
+        self.assertEqual(
+            3, len(build(1, 1, 1, num_instances=3).instance_uuids)
+        )

@@ -21,7 +21,8 @@ class TestInterface(base.TestCase):
         for name in _interface():
             doc = inspect.getdoc(getattr(storage.Store, name)) or ""
             self.assertTrue(
-                ":returns:" in doc or "Raise" in doc, "%s has no :returns:" % name
+                ":returns:" in doc or "Raise" in doc,
+                "%s has no :returns:" % name,
             )
 
     def assert_implements(self, cls):

@@ -49,8 +49,7 @@ class TestRanking(base.TestCase):
             fitting = [
                 s
                 for s in states
-                if s.fits(request.resources)
-                and request.placement.allows(s)
+                if s.fits(request.resources) and request.placement.allows(s)
             ]
             view = gs_view.View(states)
             got = view.ranked(request, count)
@@ -81,7 +80,9 @@ class TestCache(base.TestCase):
         self.assertEqual([None], store.reads)
         cache.view()
         newest = fakes._EPOCH + datetime.timedelta(seconds=5)
-        self.assertEqual(newest - datetime.timedelta(seconds=2), store.reads[1])
+        self.assertEqual(
+            newest - datetime.timedelta(seconds=2), store.reads[1]
+        )
         now[0] = 61.0
         cache.view()
         self.assertIsNone(store.reads[2])
@@ -95,7 +96,9 @@ class TestCache(base.TestCase):
         cached = {s.host_id: s for s in cache.states()}
         self.assertEqual(state.granted, cached[state.host_id].granted)
         mine = {s.host_id: s for s in view.states()}
-        self.assertEqual(state.granted + R(1, 1, 1), mine[state.host_id].granted)
+        self.assertEqual(
+            state.granted + R(1, 1, 1), mine[state.host_id].granted
+        )
 
     def test_fold_keeps_what_a_grant_saw(self):
         store, cache = self.make(lambda: 0.0)

@@ -51,9 +51,7 @@ def _names(prefix="", suffix=""):
     return [prefix + name + suffix for name in DIMENSIONS]
 
 
-NEW_HOST_COLUMNS = (
-    _names("limit_") + _names("external_") + _names("granted_")
-)
+NEW_HOST_COLUMNS = _names("limit_") + _names("external_") + _names("granted_")
 HOST_AMOUNTS = _names() + _names("reserved_") + _names(suffix="_used")
 
 
@@ -77,9 +75,7 @@ def _hosts():
     ) as batch:
         for name in NEW_HOST_COLUMNS:
             batch.add_column(
-                sa.Column(
-                    name, Amount, nullable=False, server_default="0"
-                )
+                sa.Column(name, Amount, nullable=False, server_default="0")
             )
         _widen(batch, HOST_AMOUNTS)
         batch.drop_column("generation")
@@ -149,7 +145,9 @@ def _backfill(bind):
             + _names()
         ),
     )
-    claims = sa.table("gs_claims", *(sa.column(n) for n in ["host_id"] + _names()))
+    claims = sa.table(
+        "gs_claims", *(sa.column(n) for n in ["host_id"] + _names())
+    )
     for row in bind.execute(
         sa_compat.select(grants.c.id, grants.c.created_at)
     ).fetchall():
@@ -181,10 +179,11 @@ def _backfill(bind):
             values["granted_" + name] = live.get(row["id"], [0, 0, 0])[index]
             values["external_" + name] = max(
                 0,
-                row[name + "_used"]
-                - claimed.get(row["id"], [0, 0, 0])[index],
+                row[name + "_used"] - claimed.get(row["id"], [0, 0, 0])[index],
             )
-        bind.execute(hosts.update().where(hosts.c.id == row["id"]).values(**values))
+        bind.execute(
+            hosts.update().where(hosts.c.id == row["id"]).values(**values)
+        )
 
 
 def upgrade():
