@@ -23,6 +23,7 @@ from grant_scheduler.bench import plot
 from grant_scheduler.bench import runner
 from grant_scheduler.bench import strategies
 from grant_scheduler.bench import workloads
+from grant_scheduler.db import sa_compat
 
 # NOTE: in Nova the build reaches the compute host's claim through the
 # conductor and an RPC cast, tens to hundreds of milliseconds after the
@@ -152,7 +153,7 @@ def _output_path(text):
 
 def _db_url(text):
     try:
-        url = sa.engine.make_url(text)
+        url = sa_compat.make_url(text)
         # NOTE: builds the dialect and imports the driver; connects to
         # nothing.
         sa.create_engine(url).dispose()
@@ -318,7 +319,7 @@ def main(argv=None):
                 hosts,
                 seed,
                 args.build_delay_ms,
-                " backend=%s" % sa.engine.make_url(url).get_backend_name(),
+                " backend=%s" % sa_compat.make_url(url).get_backend_name(),
             )
         )
         print(render(group, wide=args.wide))
