@@ -7,6 +7,19 @@ concrete subclasses at import time: pytest ignores ``load_tests`` and
 
 A database test never skips: when its server is missing it fails, naming
 the URL it tried and the environment variable that sets it.
+
+Why ``DatabaseFixture`` rather than oslo.db's opportunistic fixtures
+(``oslo_db.sqlalchemy.test_fixtures``): those skip when a server is missing
+(``SKIP_ON_UNAVAILABLE_DB`` turns that into a failure only on recent
+oslo.db releases, and this suite also runs on Nova 22's oslo.db 8.4), they
+hand each test an engine bound to one process, while the stress, fault and
+Galera tests need a URL that other OS processes open on their own, and
+they create their databases through the provisioning layer's own naming,
+which the fault suite's MariaDB restarts and connection kills would have
+to work around.  This fixture is the small part of them the suite needs:
+a throw-away database per test on each server, a URL any process can use,
+a migrated schema (``migrate=False`` for the migration tests), and a drop
+that survives a server restart.
 """
 
 import os

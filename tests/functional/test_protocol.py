@@ -12,6 +12,7 @@ from grant_scheduler import injection
 from grant_scheduler.db import api as db_api
 from grant_scheduler.db import models
 from grant_scheduler.db import sa_compat
+from grant_scheduler.db import store as gs_store
 from tests import base
 
 SLOT = api.Resources(1, 1024, 10)
@@ -223,7 +224,7 @@ class Protocol(base.DatabaseTestCase):
         # A retried grant transaction whose first commit landed finds that
         # grant instead of writing a second one.
         host_id = self.add_host()
-        store = self.gs._store
+        store = gs_store.Store(self.db)
         tries = []
         first = store.grant([host_id], SLOT, "s", new_uuid(), "r", 600, tries)
         again = store.grant([host_id], SLOT, "s", new_uuid(), "r", 600, tries)
