@@ -10,9 +10,9 @@ the URL it tried and the environment variable that sets it.
 
 Why ``DatabaseFixture`` rather than oslo.db's opportunistic fixtures
 (``oslo_db.sqlalchemy.test_fixtures``): those skip when a server is missing
-(``SKIP_ON_UNAVAILABLE_DB`` turns that into a failure only on recent
-oslo.db releases, and this suite also runs on Nova 22's oslo.db 8.4), they
-hand each test an engine bound to one process, while the stress, fault and
+unless ``SKIP_ON_UNAVAILABLE_DB`` is turned off, they read the admin URLs
+once, at import, from ``OS_TEST_DBAPI_ADMIN_CONNECTION``, and they hand each
+test an engine bound to one process, while the stress, fault and
 Galera tests need a URL that other OS processes open on their own, and
 they create their databases through the provisioning layer's own naming,
 which the fault suite's MariaDB restarts and connection kills would have
