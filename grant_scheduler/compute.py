@@ -15,6 +15,7 @@ from oslo_concurrency import lockutils
 from oslo_log import log as logging
 
 from grant_scheduler import injection
+from grant_scheduler import storage
 
 LOG = logging.getLogger(__name__)
 
@@ -57,11 +58,9 @@ class ClaimAgent:
         with self._lock(host, node):
             self.hooks.fire("claim_locked", instance_uuid=instance_uuid)
             outcome = self.store.claim(
-                instance_uuid,
-                host,
-                node,
-                resources,
-                request_id=request_id,
+                storage.Build(
+                    instance_uuid, host, node, resources, request_id
+                ),
                 before_commit=lambda: self.hooks.fire(
                     "claim_written", instance_uuid=instance_uuid
                 ),

@@ -33,6 +33,7 @@ from grant_scheduler import decision
 from grant_scheduler import exception
 from grant_scheduler import injection
 from grant_scheduler import resources as gs_resources
+from grant_scheduler import storage
 from grant_scheduler import validate
 from grant_scheduler import view as gs_view
 
@@ -218,6 +219,13 @@ class Scheduler:
 
     def _place(self, view, request, instance_uuid, taken):
         amount = request.resources
+        ask = storage.Ask(
+            amount,
+            self.name,
+            instance_uuid,
+            request.request_id,
+            self.settings.grant_ttl,
+        )
         subset = self.settings.host_subset_size
         losses = 0
         lost_any = False
@@ -241,11 +249,7 @@ class Scheduler:
             try:
                 outcome = self.store.grant(
                     [state.host_id for state in candidates],
-                    amount,
-                    self.name,
-                    instance_uuid,
-                    request.request_id,
-                    self.settings.grant_ttl,
+                    ask,
                     tries,
                     before_commit=self._hook("grant_inserted", candidates[0]),
                 )

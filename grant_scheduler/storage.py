@@ -21,6 +21,32 @@ from grant_scheduler.resources import Resources
 
 
 @dataclasses.dataclass(frozen=True)
+class Ask:
+    """What a grant is for, as its row records it."""
+
+    resources: Resources
+    scheduler: str
+    instance_uuid: str
+    request_id: str
+    ttl: int
+    """Seconds until the grant expires, on the database's clock."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Build:
+    """One instance arriving on a compute node to be claimed."""
+
+    instance_uuid: str
+    host: str
+    node: str
+    resources: Resources = None
+    """Its ``Resources``, or None to trust its grant's amount."""
+    request_id: str = None
+    """Its request: a grant written without an instance uuid is taken only
+    within the same request."""
+
+
+@dataclasses.dataclass(frozen=True)
 class Taken:
     """What ``Store.grant`` did."""
 
@@ -128,20 +154,11 @@ class Store(typing.Protocol):
         """:returns: ``{(host, node): Resources}`` of live grants, for the
         nodes that hold any."""
 
-    def grant(
-        self,
-        host_ids,
-        resources,
-        scheduler,
-        instance_uuid,
-        request_id,
-        ttl,
-        taken,
-        before_commit=None,
-    ):
-        """Grant ``resources`` on the first of ``host_ids`` (the candidates,
-        best first) where they fit now.
+    def grant(self, host_ids, ask, taken, before_commit=None):
+        """Grant ``ask`` on the first of ``host_ids`` (the candidates, best
+        first) where it fits now.
 
+        :param ask: an ``Ask``.
         :param taken: a list the store appends ``(host id, ticket)`` to
             before each commit; kept by the caller across failures.
         :param before_commit: ``f(grant_id=, ticket=)``, called with the
@@ -155,21 +172,12 @@ class Store(typing.Protocol):
         :returns: False when it was not there (never committed, or gone).
         """
 
-    def claim(
-        self,
-        instance_uuid,
-        host,
-        node,
-        resources,
-        request_id=None,
-        before_commit=None,
-    ):
+    def claim(self, build, before_commit=None):
         """Count an instance in its node's usage, consuming its grant.
 
-        :param resources: the instance's ``Resources``, or None to trust
-            its grant's amount.
-        :param request_id: its request's id: a grant written without an
-            instance uuid is taken only within the same request.
+        :param build: a ``Build``.
+        :param before_commit: ``f()``, called with the claim written and
+            not committed (an injection point).
         :returns: a ``ClaimOutcome``; a repeated claim returns the first.
         :raises UnknownHost: the node never reported.
         :raises ClaimRejected: no grant, and the instance does not fit.

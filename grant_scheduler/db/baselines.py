@@ -20,6 +20,7 @@ import time
 import sqlalchemy as sa
 
 from grant_scheduler import storage
+from grant_scheduler.db import grants
 from grant_scheduler.db import hosts
 from grant_scheduler.db import models
 from grant_scheduler.db import rows
@@ -36,34 +37,11 @@ CLAIMS = models.claims
 _UNVERIFIED = "pending"
 
 
-def _insert_unverified(
-    conn,
-    db,
-    host_id,
-    amount,
-    scheduler,
-    instance_uuid,
-    request_id,
-    ttl,
-    before_commit,
-):
+def _insert_unverified(conn, db, host_id, ask, before_commit):
     # NOTE: no ticket is taken, so no node row lock orders the inserts; the
     # column still needs a unique value, which decides nothing here.
     ticket = -random.getrandbits(62)
-    result = conn.execute(
-        GRANTS.insert().values(
-            host_id=host_id,
-            ticket=ticket,
-            instance_uuid=instance_uuid,
-            request_id=request_id,
-            scheduler=scheduler,
-            state=_UNVERIFIED,
-            created_at=db.now(),
-            expires_at=db.now(ttl),
-            **rows.values(amount),
-        )
-    )
-    grant_id = result.inserted_primary_key[0]
+    grant_id = grants.insert(conn, db, host_id, ticket, ask, _UNVERIFIED)
     if before_commit is not None:
         before_commit(grant_id=grant_id, ticket=ticket)
     return grant_id, ticket
@@ -112,29 +90,11 @@ class NaiveStore(gs_store.Store):
         self._insert = db.transactional(_with_db(db, _insert_unverified))
         self._verify = db.transactional(_verify_by_timestamp)
 
-    def grant(
-        self,
-        host_ids,
-        resources,
-        scheduler,
-        instance_uuid,
-        request_id,
-        ttl,
-        taken,
-        before_commit=None,
-    ):
+    def grant(self, host_ids, ask, taken, before_commit=None):
         """The seed's rule on the first candidate only."""
         host_id = host_ids[0]
-        grant_id, ticket = self._insert(
-            host_id,
-            resources,
-            scheduler,
-            instance_uuid,
-            request_id,
-            ttl,
-            before_commit,
-        )
-        won, state = self._verify(host_id, grant_id, resources)
+        grant_id, ticket = self._insert(host_id, ask, before_commit)
+        won, state = self._verify(host_id, grant_id, ask.resources)
         if won:
             return storage.Taken(
                 True, host_id=host_id, grant_id=grant_id, ticket=ticket

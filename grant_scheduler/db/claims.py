@@ -154,15 +154,14 @@ def _consume_own_grant(conn, db, host_id, instance_uuid, resources):
     return ticket, created_at
 
 
-def claim_by_own_grant(
-    conn, db, host_id, instance_uuid, resources, before_commit=None
-):
+def claim_by_own_grant(conn, db, host_id, build, before_commit=None):
     """The common case in three statements, for a node whose id is known:
     consume the instance's grant, move it into usage, write the claim.
 
     :returns: a ``ClaimOutcome``, or None (nothing written) when the
         instance has no live grant of exactly ``resources`` there.
     """
+    instance_uuid, resources = build.instance_uuid, build.resources
     consumed = _consume_own_grant(conn, db, host_id, instance_uuid, resources)
     if consumed is None:
         return None
@@ -235,16 +234,7 @@ def existing(conn, instance_uuid, host, node):
     )
 
 
-def claim(
-    conn,
-    db,
-    instance_uuid,
-    host,
-    node,
-    resources,
-    request_id=None,
-    before_commit=None,
-):
+def claim(conn, db, build, before_commit=None):
     """Count an instance in its node's usage, consuming its grant.
 
     A live grant is consumed whether or not it has expired: until the
@@ -258,6 +248,8 @@ def claim(
     :raises DBDuplicateEntry: the instance is claimed there already (the
         caller answers with ``existing``).
     """
+    instance_uuid, host, node = build.instance_uuid, build.host, build.node
+    resources, request_id = build.resources, build.request_id
     host_id, grant = _find_grant(
         conn, instance_uuid, host, node, resources, request_id
     )

@@ -117,19 +117,8 @@ def _first_free(conn, db, host_ids, amount):
     return conn.execute(query).scalar()
 
 
-def take(
-    conn,
-    db,
-    host_ids,
-    amount,
-    scheduler,
-    instance_uuid,
-    request_id,
-    ttl,
-    taken,
-    before_commit=None,
-):
-    """Grant ``amount`` on the first of ``host_ids`` that can take it.
+def take(conn, db, host_ids, ask, taken, before_commit=None):
+    """Grant ``ask`` on the first of ``host_ids`` that can take it.
 
     :param host_ids: candidates, in the scheduler's order of preference.
     :param taken: a list this call appends ``(host id, ticket)`` to before
@@ -146,36 +135,41 @@ def take(
             grant_id=earlier.id,
             ticket=earlier.ticket,
         )
-    free = _first_free(conn, db, host_ids, amount)
+    free = _first_free(conn, db, host_ids, ask.resources)
     order = host_ids if free is None else [free]
     for host_id in order:
-        ticket = _issue_ticket(conn, db, host_id, amount)
+        ticket = _issue_ticket(conn, db, host_id, ask.resources)
         if ticket is not None:
             break
     else:
         return storage.Taken(
             False, states={h: hosts.one(conn, h) for h in host_ids}
         )
-    result = conn.execute(
-        GRANTS.insert().values(
-            host_id=host_id,
-            ticket=ticket,
-            instance_uuid=instance_uuid,
-            request_id=request_id,
-            scheduler=scheduler,
-            state=decision.GRANT_WON,
-            created_at=db.now(),
-            expires_at=db.now(ttl),
-            **rows.values(amount),
-        )
-    )
+    grant_id = insert(conn, db, host_id, ticket, ask, decision.GRANT_WON)
     taken.append((host_id, ticket))
-    grant_id = result.inserted_primary_key[0]
     if before_commit is not None:
         before_commit(grant_id=grant_id, ticket=ticket)
     return storage.Taken(
         True, host_id=host_id, grant_id=grant_id, ticket=ticket
     )
+
+
+def insert(conn, db, host_id, ticket, ask, state):
+    """Write a grant row; its id."""
+    result = conn.execute(
+        GRANTS.insert().values(
+            host_id=host_id,
+            ticket=ticket,
+            instance_uuid=ask.instance_uuid,
+            request_id=ask.request_id,
+            scheduler=ask.scheduler,
+            state=state,
+            created_at=db.now(),
+            expires_at=db.now(ask.ttl),
+            **rows.values(ask.resources),
+        )
+    )
+    return result.inserted_primary_key[0]
 
 
 def withdraw(conn, db, host_id, ticket, amount):

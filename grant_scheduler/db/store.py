@@ -66,60 +66,27 @@ class Store:
     def granted_by_node(self):
         return self._granted()
 
-    def grant(
-        self,
-        host_ids,
-        resources,
-        scheduler,
-        instance_uuid,
-        request_id,
-        ttl,
-        taken,
-        before_commit=None,
-    ):
-        return self._grant(
-            list(host_ids),
-            resources,
-            scheduler,
-            instance_uuid,
-            request_id,
-            ttl,
-            taken,
-            before_commit,
-        )
+    def grant(self, host_ids, ask, taken, before_commit=None):
+        return self._grant(list(host_ids), ask, taken, before_commit)
 
     def withdraw(self, host_id, ticket, resources):
         return self._withdraw(host_id, ticket, resources)
 
-    def claim(
-        self,
-        instance_uuid,
-        host,
-        node,
-        resources,
-        request_id=None,
-        before_commit=None,
-    ):
+    def claim(self, build, before_commit=None):
+        node = (build.host, build.node)
         try:
-            host_id = self._node_ids.get((host, node))
+            host_id = self._node_ids.get(node)
             outcome = None
-            if host_id is not None and resources is not None:
+            if host_id is not None and build.resources is not None:
                 outcome = self._claim_by_own_grant(
-                    host_id, instance_uuid, resources, before_commit
+                    host_id, build, before_commit
                 )
             if outcome is None:
-                outcome = self._claim(
-                    instance_uuid,
-                    host,
-                    node,
-                    resources,
-                    request_id,
-                    before_commit,
-                )
-            self._node_ids[(host, node)] = outcome.host_id
+                outcome = self._claim(build, before_commit)
+            self._node_ids[node] = outcome.host_id
             return outcome
         except (db_exc.DBDuplicateEntry, claims.AlreadyClaimed):
-            outcome = self._existing(instance_uuid, host, node)
+            outcome = self._existing(build.instance_uuid, *node)
             if outcome is None:
                 raise
             return outcome

@@ -9,6 +9,7 @@ import sqlalchemy as sa
 from grant_scheduler import api
 from grant_scheduler import decision
 from grant_scheduler import injection
+from grant_scheduler import storage
 from grant_scheduler.db import api as db_api
 from grant_scheduler.db import models
 from grant_scheduler.db import sa_compat
@@ -226,8 +227,9 @@ class Protocol(base.DatabaseTestCase):
         host_id = self.add_host()
         store = gs_store.Store(self.db)
         tries = []
-        first = store.grant([host_id], SLOT, "s", new_uuid(), "r", 600, tries)
-        again = store.grant([host_id], SLOT, "s", new_uuid(), "r", 600, tries)
+        ask = storage.Ask(SLOT, "s", new_uuid(), "r", 600)
+        first = store.grant([host_id], ask, tries)
+        again = store.grant([host_id], ask, tries)
         self.assertEqual(first.grant_id, again.grant_id)
         self.assertEqual(1, self.count(models.grants))
         self.assertEqual(SLOT, self.report().state.granted)

@@ -18,6 +18,7 @@ import fixtures
 import sqlalchemy as sa
 
 from grant_scheduler import api
+from grant_scheduler import storage
 from grant_scheduler.db import api as db_api
 from grant_scheduler.db import migration
 from grant_scheduler.db import sa_compat
@@ -120,15 +121,15 @@ class TestCertification(GaleraTestCase):
                     # Galera has no cluster-wide lock to stop either.
                     both_written.wait()
 
-            outcomes[n] = stores[n].grant(
-                [host_id],
+            ask = storage.Ask(
                 api.Resources(1, 1024, 10),
                 "scheduler%d" % n,
                 str(uuid.uuid4()),
                 "req-%d" % n,
                 api.Settings().grant_ttl,
-                [],
-                before_commit=before_commit,
+            )
+            outcomes[n] = stores[n].grant(
+                [host_id], ask, [], before_commit=before_commit
             )
 
         before = sum(cert_failures(url) for url in URLS[:2])

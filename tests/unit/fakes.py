@@ -74,17 +74,8 @@ class FakeStore:
             if s.granted != NOTHING
         }
 
-    def grant(
-        self,
-        host_ids,
-        resources,
-        scheduler,
-        instance_uuid,
-        request_id,
-        ttl,
-        taken,
-        before_commit=None,
-    ):
+    def grant(self, host_ids, ask, taken, before_commit=None):
+        resources = ask.resources
         for host_id in host_ids:
             if self.before_grant is not None:
                 self.before_grant(host_id)
@@ -112,15 +103,7 @@ class FakeStore:
         self.take(host_id, NOTHING - resources)
         return True
 
-    def claim(
-        self,
-        instance_uuid,
-        host,
-        node,
-        resources,
-        request_id=None,
-        before_commit=None,
-    ):
+    def claim(self, build, before_commit=None):
         raise NotImplementedError
 
     def release(self, instance_uuid, host, node):
