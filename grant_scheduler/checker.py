@@ -39,47 +39,45 @@ def _node_violations(report):
     state = report.state
     found = []
 
-    def add(invariant, detail):
-        found.append(Violation(invariant, state.host, state.node, detail))
+    def add(invariant, detail, name, *amounts):
+        values = tuple(getattr(amount, name) for amount in amounts)
+        found.append(
+            Violation(
+                invariant, state.host, state.node, detail % ((name,) + values)
+            )
+        )
 
-    committed = state.used + state.granted
-    for name in committed.exceeded(state.limit):
+    for name in (state.used + state.granted).exceeded(state.limit):
         add(
             "I1",
-            "%s used %d + granted %d > limit %d"
-            % (
-                name,
-                getattr(state.used, name),
-                getattr(state.granted, name),
-                getattr(state.limit, name),
-            ),
+            "%s used %d + granted %d > limit %d",
+            name,
+            state.used,
+            state.granted,
+            state.limit,
         )
     for what, amount in (("used", state.used), ("granted", state.granted)):
         for name in amount.negative():
-            add("I1", "%s %s is %d" % (name, what, getattr(amount, name)))
+            add("I1", "%s " + what + " is %d", name, amount)
     accounted = report.claimed + report.external
     for name in DIMENSIONS:
         if getattr(state.used, name) != getattr(accounted, name):
             add(
                 "I4",
                 "%s used %d but claimed instances sum to %d (+ %d not "
-                "from claims)"
-                % (
-                    name,
-                    getattr(state.used, name),
-                    getattr(report.claimed, name),
-                    getattr(report.external, name),
-                ),
+                "from claims)",
+                name,
+                state.used,
+                report.claimed,
+                report.external,
             )
         if getattr(state.granted, name) != getattr(report.live_grants, name):
             add(
                 "I4",
-                "%s granted %d but live grant rows sum to %d"
-                % (
-                    name,
-                    getattr(state.granted, name),
-                    getattr(report.live_grants, name),
-                ),
+                "%s granted %d but live grant rows sum to %d",
+                name,
+                state.granted,
+                report.live_grants,
             )
     return found
 

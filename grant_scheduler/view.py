@@ -33,6 +33,16 @@ class Destination:
     node_uuid: str = None
 
 
+def _put(states, free, host_id, fresh):
+    """Keep ``fresh`` (a node's row as read; None: gone) in both maps."""
+    if fresh is None:
+        states.pop(host_id, None)
+        free.pop(host_id, None)
+    else:
+        states[host_id] = fresh
+        free[host_id] = decision.free_key(fresh)
+
+
 class View:
     """The nodes as one request sees them.
 
@@ -100,12 +110,7 @@ class View:
 
     def replace(self, host_id, fresh):
         """Take a node's row as read (None: the node is gone)."""
-        if fresh is None:
-            self._states.pop(host_id, None)
-            self._free.pop(host_id, None)
-        else:
-            self._states[host_id] = fresh
-            self._free[host_id] = decision.free_key(fresh)
+        _put(self._states, self._free, host_id, fresh)
 
 
 class ViewCache:
@@ -139,8 +144,7 @@ class ViewCache:
             self._resync_at = now + self.resync_interval
             self.full_reads += 1
         for state, stamp in changes:
-            self._states[state.host_id] = state
-            self._free[state.host_id] = decision.free_key(state)
+            _put(self._states, self._free, state.host_id, state)
             if stamp is not None and (
                 self._newest is None or stamp > self._newest
             ):
@@ -157,9 +161,4 @@ class ViewCache:
 
     def fold(self, host_id, fresh):
         """Keep a row read by a grant's own transaction (None: gone)."""
-        if fresh is None:
-            self._states.pop(host_id, None)
-            self._free.pop(host_id, None)
-        else:
-            self._states[host_id] = fresh
-            self._free[host_id] = decision.free_key(fresh)
+        _put(self._states, self._free, host_id, fresh)
