@@ -8,15 +8,16 @@ or to kill a process at an exact step.
 Points fired by the scheduler:
 
 ``view_loaded``
-    The baseline view is read; nothing is written yet.
+    The request's view is read; nothing is written yet.
 ``grant_inserted``
-    The grant row is inserted and holds its ticket, not yet committed.
-``grant_committed``
-    The grant is committed, not yet verified.
+    The grant is written and holds its node's row lock, not committed.
 ``grant_verified``
-    The verdict is known (``won``), the answer not yet returned.
+    The grant's write is over: ``won`` says whether it was taken (and
+    committed) or fitted no candidate (nothing written).
+``grant_committed``
+    The grant won and is committed; the answer is not yet returned.
 ``before_answer``
-    Every instance of the request has a winning grant.
+    Every instance of the request has a grant.
 
 Points fired by the compute side:
 
