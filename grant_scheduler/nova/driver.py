@@ -223,6 +223,9 @@ class GrantSchedulerDriver:
         if not compat.have_nova():
             return None
         manager = self.host_manager
+        # NOTE: as Nova's FilterScheduler, read the hosts as an admin.
+        elevated = getattr(context, "elevated", None)
+        context = elevated() if elevated is not None else context
         host_states = manager.host_states(context, spec_obj)
         request_view = gs.view(view_cls=nova_view.NovaView)
         known = {(s.host, s.node) for s in request_view.states()}

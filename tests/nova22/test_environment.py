@@ -68,3 +68,31 @@ class TestNovaLoadsTheDriver(unittest.TestCase):
 
         manager = driver.DriverManager(NAMESPACE, NAME, invoke_on_load=True)
         self.assertIsInstance(manager.driver, GrantSchedulerDriver)
+
+
+class TestNova22Facts(unittest.TestCase):
+    """What the Nova 22 adapters rely on, checked against the root's Nova."""
+
+    def test_no_hooks_module(self):
+        import importlib.util
+
+        self.assertIsNone(importlib.util.find_spec("nova.hooks"))
+
+    def test_virt_drivers_load_only_under_nova_virt(self):
+        import inspect
+
+        from nova.virt import driver as virt_driver
+
+        source = inspect.getsource(virt_driver.load_compute_driver)
+        self.assertIn("'nova.virt.%s' % compute_driver", source)
+        self.assertNotIn("import_object_ns", source)
+
+    def test_host_manager_reads_states_by_uuids(self):
+        from nova.scheduler import host_manager
+
+        self.assertTrue(
+            hasattr(host_manager.HostManager, "get_host_states_by_uuids")
+        )
+        self.assertFalse(
+            hasattr(host_manager.HostManager, "get_all_host_states")
+        )

@@ -1,0 +1,376 @@
+"""Nova 22's real SchedulerManager, over databases nova-manage made.
+
+Once per class: an API database (``nova-manage api_db sync``), cell0
+(``cell_v2 map_cell0``), cell1 (``cell_v2 create_cell``, ``db sync``), all
+SQLite files, and a ``nova.conf`` with ``[scheduler] driver =
+grant_scheduler``; compute services and nodes are written into cell1 with
+Nova's objects and mapped with ``cell_v2 discover_hosts``.  Then Nova's
+own ``SchedulerManager()`` loads the driver through stevedore, and each
+test calls the manager as the conductor's RPC calls do, in every shape
+Nova 22's ``select_destinations`` accepts, and the instance-info calls
+computes cast.
+"""
+
+import os
+import subprocess
+import tempfile
+import unittest
+import uuid
+
+import oslo_messaging as messaging
+from nova import config as nova_config
+from nova import context as nova_context
+from nova import exception as nova_exception
+from nova import objects
+from nova.scheduler import manager as scheduler_manager
+
+from grant_scheduler import api
+from grant_scheduler import conf as gs_conf
+from grant_scheduler.nova import driver as gs_driver
+from grant_scheduler.nova import host_manager as gs_host_manager
+from tests import base as gs_base
+
+HOSTS = ("cmp1", "cmp2", "cmp3")
+RESERVED_MB = 512
+NODE = {"vcpus": 4, "memory_mb": 8192 + RESERVED_MB, "local_gb": 100}
+FLAVOR = {"vcpus": 2, "memory_mb": 4096, "root_gb": 40, "ephemeral_gb": 0}
+
+CONF_TEXT = """
+[DEFAULT]
+transport_url = fake://
+state_path = {directory}
+[api_database]
+connection = sqlite:///{directory}/api.sqlite
+[database]
+connection = sqlite:///{directory}/cell1.sqlite
+[scheduler]
+driver = grant_scheduler
+[placement]
+# Never called (the driver uses no allocation candidates), but Nova's
+# SchedulerManager builds its placement client at start.
+auth_type = none
+endpoint_override = http://127.0.0.1:9/placement
+[grant_scheduler_database]
+connection = {gs_url}
+"""
+
+
+def nova_manage(conf, *args):
+    subprocess.run(
+        ["nova-manage", "--config-file", conf] + list(args),
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+class ManagerTestCase(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.directory = tempfile.mkdtemp(prefix="nova22-")
+        cls.gs_db = gs_base.DatabaseFixture("sqlite")
+        cls.gs_db.setUp()
+        conf = os.path.join(cls.directory, "nova.conf")
+        with open(conf, "w") as f:
+            f.write(
+                CONF_TEXT.format(directory=cls.directory, gs_url=cls.gs_db.url)
+            )
+        cell0 = "sqlite:///%s/cell0.sqlite" % cls.directory
+        cell1 = "sqlite:///%s/cell1.sqlite" % cls.directory
+        nova_manage(conf, "api_db", "sync")
+        nova_manage(
+            conf, "cell_v2", "map_cell0", "--database_connection", cell0
+        )
+        nova_manage(
+            conf,
+            "cell_v2",
+            "create_cell",
+            "--name",
+            "cell1",
+            "--database_connection",
+            cell1,
+            "--transport-url",
+            "fake://",
+        )
+        nova_manage(conf, "db", "sync")
+        nova_config.parse_args(["test", "--config-file", conf])
+        gs_conf.register_opts(nova_config.CONF)
+        objects.register_all()
+        cls.admin = nova_context.get_admin_context()
+        [cls.cell] = [
+            c
+            for c in objects.CellMappingList.get_all(cls.admin)
+            if c.name == "cell1"
+        ]
+        for host in HOSTS:
+            cls.add_compute(host)
+        nova_manage(conf, "cell_v2", "discover_hosts")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.gs_db.cleanUp()
+
+    @classmethod
+    def add_compute(cls, host):
+        with nova_context.target_cell(cls.admin, cls.cell) as cctxt:
+            objects.Service(
+                cctxt, host=host, binary="nova-compute", topic="compute"
+            ).create()
+            objects.ComputeNode(
+                cctxt,
+                uuid=str(uuid.uuid5(uuid.NAMESPACE_DNS, host)),
+                host=host,
+                hypervisor_hostname=host,
+                vcpus=NODE["vcpus"],
+                memory_mb=NODE["memory_mb"],
+                local_gb=NODE["local_gb"],
+                vcpus_used=0,
+                memory_mb_used=RESERVED_MB,
+                local_gb_used=0,
+                free_ram_mb=NODE["memory_mb"] - RESERVED_MB,
+                free_disk_gb=NODE["local_gb"],
+                disk_available_least=NODE["local_gb"],
+                hypervisor_type="fake",
+                hypervisor_version=1000,
+                cpu_info="{}",
+                running_vms=0,
+                current_workload=0,
+                host_ip="127.0.0.1",
+                supported_hv_specs=[],
+                stats={},
+                metrics="[]",
+                pci_device_pools=None,
+                numa_topology=None,
+                cpu_allocation_ratio=1.0,
+                ram_allocation_ratio=1.0,
+                disk_allocation_ratio=1.0,
+            ).create()
+
+    def setUp(self):
+        super().setUp()
+        self.manager = scheduler_manager.SchedulerManager()
+        self.driver = self.manager.driver
+        self.gs = self.driver.grant_scheduler
+        self.context = nova_context.RequestContext("user", "project")
+        self.addCleanup(self.gs.database.dispose)
+        self.addCleanup(self._empty_grant_scheduler)
+
+    def _empty_grant_scheduler(self):
+        for report in self.gs.hosts():
+            self.gs.delete_host(report.state.host, report.state.node)
+
+    def flavor(self):
+        return objects.Flavor(
+            name="small",
+            flavorid="small",
+            swap=0,
+            extra_specs={},
+            **FLAVOR,
+        )
+
+    def spec(self, num_instances=1, **fields):
+        values = dict(
+            flavor=self.flavor(),
+            num_instances=num_instances,
+            instance_uuid=str(uuid.uuid4()),
+            project_id="project",
+            user_id="user",
+            image=objects.ImageMeta.from_dict({"properties": {}}),
+            scheduler_hints={},
+            ignore_hosts=None,
+            force_hosts=None,
+            force_nodes=None,
+            pci_requests=objects.InstancePCIRequests(requests=[]),
+            numa_topology=None,
+            requested_destination=None,
+            requested_resources=[],
+            is_bfv=False,
+            instance_group=None,
+            availability_zone=None,
+            security_groups=objects.SecurityGroupList(),
+        )
+        values.update(fields)
+        return objects.RequestSpec(**values)
+
+    def granted(self):
+        return {g.instance_uuid: g.host for g in self.gs.grants()}
+
+
+class TestManagerLoadsTheDriver(ManagerTestCase):
+    def test_driver_and_host_manager(self):
+        self.assertIsInstance(self.driver, gs_driver.GrantSchedulerDriver)
+        self.assertIsInstance(
+            self.driver.host_manager, gs_host_manager.GrantsHostManager
+        )
+        self.manager.reset()  # SIGHUP: refresh_cells_caches on it
+        self.assertEqual(
+            [self.cell.uuid], list(self.driver.host_manager.cells)
+        )
+
+    def test_periodic_tasks_register_every_node(self):
+        self.manager._run_periodic_tasks(self.admin)
+        reports = self.gs.hosts()
+        self.assertEqual(list(HOSTS), [r.state.host for r in reports])
+        for report in reports:
+            self.assertEqual(api.Resources(), report.state.used)
+            self.assertEqual(
+                RESERVED_MB, report.state.capacity.reserved.memory_mb
+            )
+        self.assertEqual([], self.gs.check())
+
+
+class TestSelectDestinations(ManagerTestCase):
+    """The shapes of Nova 22's SchedulerManager.select_destinations."""
+
+    def test_objects_with_alternates(self):
+        spec = self.spec()
+        [selections] = self.manager.select_destinations(
+            self.context,
+            spec_obj=spec,
+            instance_uuids=[spec.instance_uuid],
+            return_objects=True,
+            return_alternates=True,
+        )
+        self.assertEqual(3, len(selections))  # max_attempts = 3
+        for selection in selections:
+            self.assertIsInstance(selection, objects.Selection)
+            self.assertEqual(self.cell.uuid, selection.cell_uuid)
+        self.assertEqual(
+            {spec.instance_uuid: selections[0].service_host}, self.granted()
+        )
+
+    def test_objects_without_alternates(self):
+        uuids = [str(uuid.uuid4()) for _ in range(2)]
+        answer = self.manager.select_destinations(
+            self.context,
+            spec_obj=self.spec(num_instances=2),
+            instance_uuids=uuids,
+            return_objects=True,
+            return_alternates=False,
+        )
+        self.assertEqual([1, 1], [len(s) for s in answer])
+        self.assertEqual(
+            {u: s[0].service_host for u, s in zip(uuids, answer)},
+            self.granted(),
+        )
+
+    def test_dicts_for_old_conductors(self):
+        spec = self.spec()
+        [answer] = self.manager.select_destinations(
+            self.context, spec_obj=spec, instance_uuids=[spec.instance_uuid]
+        )
+        self.assertEqual({"host", "nodename", "limits"}, set(answer))
+        self.assertIn(answer["host"], HOSTS)
+
+    def test_legacy_request_spec_and_filter_properties(self):
+        spec = self.spec()
+        [answer] = self.manager.select_destinations(
+            self.context,
+            request_spec=spec.to_legacy_request_spec_dict(),
+            filter_properties=spec.to_legacy_filter_properties_dict(),
+        )
+        self.assertIn(answer["host"], HOSTS)
+        self.assertEqual(1, len(self.gs.grants()))
+
+    def test_without_instance_uuids(self):
+        answer = self.manager.select_destinations(
+            self.context,
+            spec_obj=self.spec(num_instances=2),
+            return_objects=True,
+        )
+        self.assertEqual(2, len(answer))
+        self.assertEqual(2, len(self.gs.grants()))
+
+    def test_no_valid_host_is_an_expected_exception(self):
+        # Three nodes of two slots each; seven instances do not fit.
+        uuids = [str(uuid.uuid4()) for _ in range(7)]
+        with self.assertRaises(messaging.ExpectedException) as caught:
+            self.manager.select_destinations(
+                self.context,
+                spec_obj=self.spec(num_instances=7),
+                instance_uuids=uuids,
+                return_objects=True,
+                return_alternates=True,
+            )
+        self.assertIsInstance(
+            caught.exception.exc_info[1], nova_exception.NoValidHost
+        )
+        self.assertEqual([], self.gs.grants())
+
+    def test_requested_destination(self):
+        spec = self.spec(
+            requested_destination=objects.Destination(host="cmp2", node=None)
+        )
+        [[selection]] = self.manager.select_destinations(
+            self.context,
+            spec_obj=spec,
+            instance_uuids=[spec.instance_uuid],
+            return_objects=True,
+        )
+        self.assertEqual("cmp2", selection.service_host)
+
+
+class TestInstanceInfo(ManagerTestCase):
+    """The casts every compute sends, through the manager, with instances
+    read from the real cell database."""
+
+    def instance(self, host, instance_uuid=None):
+        with nova_context.target_cell(self.admin, self.cell) as cctxt:
+            instance = objects.Instance(
+                cctxt,
+                uuid=instance_uuid or str(uuid.uuid4()),
+                host=host,
+                node=host,
+                project_id="project",
+                user_id="user",
+                vm_state="active",
+                image_ref=str(uuid.uuid4()),
+                flavor=self.flavor(),
+                **FLAVOR,
+            )
+            instance.create()
+            return instance
+
+    def scheduled(self, host):
+        spec = self.spec(force_hosts=[host])
+        self.manager.select_destinations(
+            self.context,
+            spec_obj=spec,
+            instance_uuids=[spec.instance_uuid],
+            return_objects=True,
+        )
+        return self.instance(host, spec.instance_uuid)
+
+    def used(self, host):
+        [report] = [r for r in self.gs.hosts() if r.state.host == host]
+        return report.state.used
+
+    def test_update_sync_and_delete(self):
+        one = self.scheduled("cmp1")
+        two = self.scheduled("cmp1")
+        self.manager.update_instance_info(
+            self.admin, "cmp1", objects.InstanceList(objects=[one])
+        )
+        # two's update was lost; the periodic sync claims it from the
+        # cell database.
+        self.manager.sync_instance_info(
+            self.admin, "cmp1", [one.uuid, two.uuid]
+        )
+        self.assertEqual(
+            {one.uuid: "consumed", two.uuid: "consumed"},
+            {g.instance_uuid: g.state for g in self.gs.grants()},
+        )
+        self.assertEqual(api.Resources(4, 8192, 80), self.used("cmp1"))
+        self.manager.delete_instance_info(self.admin, "cmp1", one.uuid)
+        self.assertEqual(api.Resources(2, 4096, 40), self.used("cmp1"))
+        self.assertEqual([], self.gs.check())
+
+    def test_a_node_first_seen_running_instances_claims_them(self):
+        running = self.instance("cmp3")
+        self.manager._run_periodic_tasks(self.admin)
+        self.assertEqual(api.Resources(2, 4096, 40), self.used("cmp3"))
+        self.assertIn(
+            running.uuid,
+            self.driver.host_manager.instance_claims.claimed("cmp3"),
+        )
+        self.assertEqual([], self.gs.check())

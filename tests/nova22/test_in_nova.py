@@ -1,0 +1,66 @@
+"""Each test class of ``tests/nova22/in_nova`` in a Nova-like process.
+
+Nova's services run monkey-patched by eventlet (``nova.monkey_patch``
+first, before anything else is imported); its functional framework needs
+the same.  The pytest process that also runs tests/unit and
+tests/functional must not be patched, so each class runs in a process of
+its own (``tests.nova22.inside``); its unittest output is the failure
+message.  One test here per class there, named after it.
+"""
+
+import ast
+import os
+import subprocess
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PACKAGE = "tests.nova22.in_nova"
+TIMEOUT = 900
+TAIL = 30000
+
+
+def _classes():
+    directory = os.path.join(HERE, "in_nova")
+    for name in sorted(os.listdir(directory)):
+        if not name.endswith(".py") or name.startswith("_"):
+            continue
+        with open(os.path.join(directory, name)) as f:
+            tree = ast.parse(f.read())
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+                yield name[:-3], node.name
+
+
+def _runner(module, cls):
+    def test(self):
+        source_root = os.path.dirname(os.path.dirname(HERE))
+        done = subprocess.run(
+            [sys.executable, "-W", "ignore", "-m", "tests.nova22.inside"]
+            + [module, cls],
+            cwd=source_root,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            timeout=TIMEOUT,
+            text=True,
+        )
+        if done.returncode != 0:
+            self.fail(
+                "%s.%s failed in its Nova process (exit %d):\n%s"
+                % (module, cls, done.returncode, done.stdout[-TAIL:])
+            )
+
+    test.__name__ = "test_%s" % cls
+    return test
+
+
+class TestInNova(unittest.TestCase):
+    """One test per class of tests/nova22/in_nova."""
+
+
+for _module, _cls in _classes():
+    setattr(
+        TestInNova,
+        "test_%s_%s" % (_module, _cls),
+        _runner("%s.%s" % (PACKAGE, _module), _cls),
+    )
