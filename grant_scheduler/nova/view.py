@@ -12,8 +12,10 @@ away as used.
 
 The filters run once per instance of a request, as in Nova's
 FilterScheduler: instance N+1 is ranked among the hosts that passed for
-instance N, a lost grant drops its host from the ranking instead of
-filtering again, and alternates come from the same ranking.
+instance N, a lost grant drops the hosts that no longer fit from the
+ranking instead of filtering again (all of them gone: the next ranking
+filters anew, over the fresh read the scheduler makes before answering
+NoValidHost), and alternates come from the same ranking.
 """
 
 import copy
@@ -99,7 +101,25 @@ class NovaView(gs_view.View):
         super().reload(s for s in states if (s.host, s.node) in self._nova)
         for state in self._states.values():
             self._subtract_grants(state)
-        self._ranking = None
+        self._keep_ranking_that_fits()
+
+    def _keep_ranking_that_fits(self):
+        """After a lost grant the scheduler reloads the view: keep this
+        instance's ranking, less the nodes that no longer fit, instead of
+        filtering again.  An empty ranking is dropped, so the next one
+        (the full read before a NoValidHost answer) filters every node
+        that fits anew."""
+        if self._ranking is None:
+            return
+        index, keys = self._ranking
+        by_key = self._states_by_key()
+        keys = [
+            k
+            for k in keys
+            if k in by_key
+            and (self._amount is None or by_key[k].fits(self._amount))
+        ]
+        self._ranking = (index, keys) if keys else None
 
     def replace(self, host_id, fresh):
         old = self._states.get(host_id)

@@ -298,6 +298,41 @@ class TestFilterRuns(DriverTestCase, base.TestCase):
         self.assertEqual(8, len(runs))
         self.assertEqual({1}, set(runs.values()))
 
+    def test_lost_grants_do_not_filter_again(self):
+        # Three hosts fill up after this request read its view; the one
+        # left is the emptiest by RAM, so the least preferred.
+        for name, ram in (("a", 16384), ("b", 16384), ("c", 16384)):
+            self.cloud.add(name, 8, ram, 200)
+        self.cloud.add("d", 8, 4096, 200)
+        self.driver.sync_hosts(self.context)
+        gs = self.driver.grant_scheduler
+        read_view = gs.view
+
+        def view_then_fill(**kwargs):
+            view = read_view(**kwargs)
+            for report in self.gs.hosts():
+                if report.state.host != "d" and report.state.free.vcpus:
+                    self.gs.claim(
+                        str(uuid.uuid4()),
+                        report.state.host,
+                        report.state.node,
+                        report.state.free,
+                    )
+            return view
+
+        recorder.CALLS.clear()
+        with mock.patch.object(gs, "view", side_effect=view_then_fill):
+            [[selection]] = self.select_objects(
+                fakes.request_spec(fakes.flavor(1, 1024, 10)),
+                [str(uuid.uuid4())],
+            )
+        self.assertEqual("d", selection.service_host)
+        self.assertGreater(gs.counters.conflicts, 0)
+        filtered = [
+            f["host"] for kind, _, f in recorder.CALLS if kind == "filter"
+        ]
+        self.assertEqual(["a", "b", "c", "d"], sorted(filtered))
+
 
 class TestNovaFiltersAndWeighers(DriverTestCase, base.TestCase):
     def test_new_nodes_registered_with_reserved_and_claimed_instances(self):
