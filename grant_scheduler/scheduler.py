@@ -128,10 +128,10 @@ class Counters:
     full_reads: int = 0
 
 
-# After a lost grant, this many of the following requests offer the store
-# every candidate (a locking read that skips nodes other grants hold);
-# uncontended, a grant offers only its first choice and costs one
-# statement less.
+# After a lost grant, or a view that shows other schedulers' grants, this
+# many of the following requests offer the store every candidate (a locking
+# read that skips nodes other grants hold); alone, a scheduler offers only
+# its first choice, which costs one statement less.
 CONTENDED_REQUESTS = 32
 
 
@@ -174,6 +174,8 @@ class Scheduler:
         self._contended = max(0, self._contended - 1)
         if view is None:
             view = self.view()
+        if self.view_cache.others_granted:
+            self._contended = CONTENDED_REQUESTS
         self.hooks.fire("view_loaded", request=request)
         selections = []
         taken = []
@@ -266,6 +268,7 @@ class Scheduler:
                     "grant_committed", host=chosen.host, ticket=outcome.ticket
                 )
                 view.consume(chosen, amount)
+                self.view_cache.own(chosen.host_id)
                 return Selection(
                     instance_uuid=instance_uuid,
                     host=chosen.host,

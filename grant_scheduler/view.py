@@ -130,6 +130,9 @@ class ViewCache:
         self._resync_at = None
         self.rows_read = 0
         self.full_reads = 0
+        self.others_granted = False
+        """Whether the last read found another scheduler's grants."""
+        self._own = set()
 
     def refresh(self, full=False):
         """Read what changed (every row when ``full`` or due)."""
@@ -139,17 +142,35 @@ class ViewCache:
         if not full and self._newest is not None:
             since = self._newest - self.overlap
         changes = self.store.read_hosts(since)
+        previous = self._free
         if full:
             self._states, self._free = {}, {}
             self._resync_at = now + self.resync_interval
             self.full_reads += 1
+        self.others_granted = False
         for state, stamp in changes:
+            before = previous.get(state.host_id)
+            if (
+                before is not None
+                and state.host_id not in self._own
+                and any(
+                    a < b for a, b in zip(decision.free_key(state), before)
+                )
+            ):
+                # NOTE: a claim or a release never lowers what is free;
+                # another scheduler's grant does.
+                self.others_granted = True
             _put(self._states, self._free, state.host_id, state)
             if stamp is not None and (
                 self._newest is None or stamp > self._newest
             ):
                 self._newest = stamp
         self.rows_read += len(changes)
+        self._own = set()
+
+    def own(self, host_id):
+        """This process granted on ``host_id`` (not another scheduler)."""
+        self._own.add(host_id)
 
     def view(self, full=False, view_cls=View):
         """A fresh ``View`` for one request."""

@@ -1,5 +1,6 @@
 """The per-request view and the per-process cache it is copied from."""
 
+import dataclasses
 import datetime
 import random
 
@@ -115,3 +116,24 @@ class TestCache(base.TestCase):
         self.assertEqual(R(1, 1, 1), cached[1].used)
         cache.fold(1, None)
         self.assertNotIn(1, {s.host_id for s in cache.states()})
+
+    def test_tells_other_schedulers_grants_from_claims_and_its_own(self):
+        store, cache = self.make(lambda: 0.0)
+        cache.view()
+        self.assertFalse(cache.others_granted)
+        # A claim moves a grant into usage: nothing less is free.
+        first = store.states[1]
+        store.states[1] = dataclasses.replace(
+            first, used=first.used + first.granted, granted=R()
+        )
+        cache.view()
+        self.assertFalse(cache.others_granted)
+        # This process's own grant.
+        store.take(2, R(1, 1, 1))
+        cache.own(2)
+        cache.view()
+        self.assertFalse(cache.others_granted)
+        # Another scheduler's grant.
+        store.take(3, R(1, 1, 1))
+        cache.view()
+        self.assertTrue(cache.others_granted)
