@@ -219,6 +219,32 @@ class TestManagerLoadsTheDriver(ManagerTestCase):
         self.assertEqual([], self.gs.check())
 
 
+class TestGrantsFilter(ManagerTestCase):
+    """GrantsFilter run by Nova 22's filter handler over the HostStates
+    Nova's HostManager reads from the cell database."""
+
+    def test_promised_capacity_is_taken(self):
+        from nova.scheduler import filters
+
+        from grant_scheduler.nova import filters as gs_filters
+
+        self.manager._run_periodic_tasks(self.admin)
+        # Two grants fill cmp1; Nova's own record still shows it empty.
+        self.gs.schedule(2, 4096, 40, num_instances=2, force_hosts=["cmp1"])
+        handler = filters.HostFilterHandler()
+        [cls] = handler.get_matching_classes(
+            ["grant_scheduler.nova.filters.GrantsFilter"]
+        )
+        self.assertIs(gs_filters.GrantsFilter, cls)
+        passed = handler.get_filtered_objects(
+            [cls()],
+            self.driver.host_manager.host_states(self.admin),
+            self.spec(),
+            0,
+        )
+        self.assertEqual(["cmp2", "cmp3"], sorted(h.host for h in passed))
+
+
 class TestSelectDestinations(ManagerTestCase):
     """The shapes of Nova 22's SchedulerManager.select_destinations."""
 
