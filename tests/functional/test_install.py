@@ -1,6 +1,8 @@
 """A non-editable install carries its migrations: build, install, db sync."""
 
+import importlib.metadata
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -16,6 +18,11 @@ class TestWheelInstall(base.TestCase):
     def test_manage_db_sync_from_installed_wheel(self):
         work = self.useFixture(base.fixtures.TempDir()).path
         wheels = os.path.join(work, "wheels")
+        env = dict(os.environ)
+        if shutil.which("git") is None:
+            # NOTE: pbr takes the version from git; where there is none (the
+            # Nova 22 root has no git), it is given, as packagers give it.
+            env["PBR_VERSION"] = importlib.metadata.version("grant_scheduler")
         subprocess.run(
             [
                 sys.executable,
@@ -31,6 +38,7 @@ class TestWheelInstall(base.TestCase):
             ],
             check=True,
             timeout=600,
+            env=env,
         )
         (wheel,) = os.listdir(wheels)
         with zipfile.ZipFile(os.path.join(wheels, wheel)) as archive:

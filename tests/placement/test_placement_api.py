@@ -1,13 +1,11 @@
 """placement-api: a small fill through the real openstack-placement service.
 
 Needs ``pip install '.[placement]'`` (``tox -e placement`` installs it and
-sets ``GRANT_SCHEDULER_TEST_PLACEMENT=1``, which turns a missing install
-into a failure rather than a skip).  The service runs on a loopback port
+runs this directory alone; without the install every test fails, saying
+how to install it).  The service runs on a loopback port
 over a database next to the test's own; what the test checks it reads from
 placement's tables itself, with its own SQL.
 """
-
-import os
 
 import sqlalchemy as sa
 
@@ -18,7 +16,6 @@ from grant_scheduler.bench import strategies
 from grant_scheduler.bench import workloads
 from tests import base
 
-REQUIRED = os.environ.get("GRANT_SCHEDULER_TEST_PLACEMENT") == "1"
 HOSTS = 4
 # fill: 2 vCPU / 4096 MB / 40 GB on 16 / 32768 / 500 hosts, 8 a host.
 FITS = HOSTS * 8
@@ -67,9 +64,7 @@ class PlacementApiFill(base.DatabaseTestCase):
     def setUp(self):
         problem = placement_api.missing()
         if problem:
-            if REQUIRED:
-                self.fail(problem)
-            self.skipTest(problem)
+            self.fail(problem)
         super().setUp()
         self.placement_url = placement_api.placement_db_url(
             self.db_fixture.url
