@@ -332,8 +332,8 @@ command_opt = cfg.SubCommandOpt(
 )
 
 
-def _parse(argv, conf):
-    """Parse and check everything; return the command's ``Run``.
+def _load(argv, conf):
+    """Parse the command line and files and check every value.
 
     :raises GrantSchedulerError: any value that cannot be used, in one line.
     """
@@ -345,6 +345,22 @@ def _parse(argv, conf):
     )
     gs_conf.check_values(conf)
     gs_settings.Settings.from_conf(conf)
+
+
+def _connection_text(conf):
+    """The configured URL as written, for the scrubber (None if unreadable)."""
+    try:
+        return conf[db_conf.GROUP_NAME].connection
+    except cfg.Error:
+        return None
+
+
+def _run(conf):
+    """The command's ``Run``, its database URL checked.
+
+    :raises DatabaseConfigError: the URL cannot be read safely, or a
+        configuration file was read that does not set it.
+    """
     if db_conf.config_files(conf):
         connection = db_conf.require_connection(conf)
         from_default = False
@@ -372,8 +388,12 @@ def _printable(text):
     return table.escape(text, backslash=False)
 
 
-def _error(text):
-    print("ERROR: %s" % _printable(text), file=sys.stderr)
+def _error(text, conf=None):
+    """Print the one line; with --log-file, log it there too."""
+    line = _printable(text)
+    print("ERROR: %s" % line, file=sys.stderr)
+    if conf is not None and conf.log_file:
+        LOG.error("%s", line)
     return EXIT_ERROR
 
 
@@ -388,11 +408,27 @@ def main(argv=None, conf=None):
     argv = sys.argv[1:] if argv is None else argv
     scrub = Scrubber()
     try:
-        run = _parse(argv, conf)
-        scrub.add_url(run.connection)
-        _setup_logging(conf, scrub)
+        _load(argv, conf)
     except (exception.GrantSchedulerError, cfg.Error) as exc:
-        return _error(scrub(exc))
+        line = scrub(exc)
+        try:
+            # NOTE: to write the line to --log-file too, when the files
+            # were read and the bad value is not a logging option.
+            _setup_logging(conf, scrub)
+        except Exception:  # noqa: BLE001 - then standard error only
+            return _error(line)
+        return _error(line, conf)
+    scrub.add_url(_connection_text(conf))
+    try:
+        _setup_logging(conf, scrub)
+    except Exception as exc:  # noqa: BLE001 - e.g. a log_dir that is absent
+        return _error(
+            scrub("cannot set up logging: %s: %s" % (type(exc).__name__, exc))
+        )
+    try:
+        run = _run(conf)
+    except exception.GrantSchedulerError as exc:
+        return _error(scrub(exc), conf)
     try:
         conf.command.handler(run)
     except Exception as exc:  # noqa: BLE001 - one line, never a traceback
@@ -410,11 +446,12 @@ def main(argv=None, conf=None):
             line = _one_line(exc)
             if run.from_default:
                 line += " [database: %s]" % run.describe()
-            return _error(scrub(line))
+            return _error(scrub(line), conf)
         text = (str(exc).strip().splitlines() or [""])[0]
         return _error(
             "unexpected %s%s (run with --debug for the traceback)"
-            % (type(exc).__name__, ": " + scrub(text) if text else "")
+            % (type(exc).__name__, ": " + scrub(text) if text else ""),
+            conf,
         )
     return 0
 

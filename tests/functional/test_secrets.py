@@ -3,11 +3,23 @@
 A MariaDB user with a distinctive password is created for the test; every
 failing command is run with and without ``--debug`` and its whole output
 searched for the password.
+
+``TestSpecialCharacters`` creates one MariaDB user per character that has a
+meaning somewhere between a configuration file and the driver (``@ : / % #
+$ ? &``, a space, quotes), each password made of two distinctive pieces
+around that character so that no fragment may be shown either.  Every
+command runs with the password percent-encoded (it must work), wrong (it
+must fail in one line), in the URL's query, and written raw (refused, for
+the characters a URL cannot hold), with and without ``--debug`` and with
+``--log-file``; the Python API is checked the same way.
 """
 
+import concurrent.futures
 import logging
+import os
 import subprocess
 import sys
+import urllib.parse
 import uuid
 
 import fixtures
@@ -132,3 +144,278 @@ class TestSecrets(base.DatabaseTestCase, base.TestCase):
                 self.assertNotIn(PASSWORD, str(caught.exception))
                 self.assertNotIn(PASSWORD, repr(caught.exception))
         self.assertNotIn(PASSWORD, logger.output)
+
+
+SPECIALS = ["@", ":", "/", "%", "#", "$", "?", "&", " ", "'", '"']
+# Characters a URL cannot hold raw in a password: refused, not guessed at.
+MUST_ENCODE = {"@", "/", "%", "#", "?"}
+COMMANDS = [
+    ("db", "sync"),
+    ("db", "version"),
+    ("hosts",),
+    ("grants",),
+    ("reap",),
+    ("check",),
+]
+
+
+class TestSpecialCharacters(base.DatabaseTestCase, base.TestCase):
+    backend = "mysql"
+    migrate = False
+
+    def setUp(self):
+        super().setUp()
+        self.url = sa.engine.make_url(self.db_fixture.url)
+        self.admin = sa.create_engine(
+            base.ADMIN_URLS["mysql"], isolation_level="AUTOCOMMIT"
+        )
+        self.addCleanup(self.admin.dispose)
+        self.work = self.useFixture(fixtures.TempDir()).path
+        self.users = {}
+        for number, char in enumerate(SPECIALS):
+            left = "Lq%s" % uuid.uuid4().hex[:8]
+            right = "Rz%s" % uuid.uuid4().hex[:8]
+            user = "gs_sc%d_%s" % (number, uuid.uuid4().hex[:6])
+            self._create_user(user, left + char + right)
+            self.users[char] = (user, left + char + right, (left, right))
+
+    def _create_user(self, user, password):
+        with self.admin.connect() as conn:
+            for host in ("%", "localhost"):
+                conn.execute(
+                    sa.text("CREATE USER :user@:host IDENTIFIED BY :password"),
+                    {"user": user, "host": host, "password": password},
+                )
+                conn.exec_driver_sql(
+                    "GRANT ALL ON %s.* TO '%s'@'%s'"
+                    % (self.url.database, user, host.replace("%", "%%"))
+                )
+        self.addCleanup(self._drop_user, user)
+
+    def _drop_user(self, user):
+        with self.admin.connect() as conn:
+            for host in ("%", "localhost"):
+                conn.execute(
+                    sa.text("DROP USER IF EXISTS :user@:host"),
+                    {"user": user, "host": host},
+                )
+
+    def connection(self, user, password, how="encoded"):
+        """The URL as a configuration file holds it."""
+        host = "%s:%d" % (self.url.host, self.url.port or 3306)
+        encoded = urllib.parse.quote(password, safe="")
+        if how == "encoded":
+            return "mysql+pymysql://%s:%s@%s/%s" % (
+                user,
+                encoded,
+                host,
+                self.url.database,
+            )
+        if how == "query":
+            return "mysql+pymysql://%s@%s/%s?password=%s" % (
+                user,
+                host,
+                self.url.database,
+                encoded,
+            )
+        # raw: only oslo.config's own "$" is escaped.
+        return "mysql+pymysql://%s:%s@%s/%s" % (
+            user,
+            password.replace("$", "$$"),
+            host,
+            self.url.database,
+        )
+
+    def manage(self, connection, variant, command, extra=""):
+        name = uuid.uuid4().hex
+        path = os.path.join(self.work, name + ".conf")
+        with open(path, "w") as f:
+            f.write(
+                "[grant_scheduler_database]\nconnection = %s\n%s"
+                % (connection, extra)
+            )
+        args = ["--config-file", path]
+        log_file = None
+        if variant == "debug":
+            args.append("--debug")
+        elif variant == "log-file":
+            log_file = os.path.join(self.work, name + ".log")
+            args += ["--debug", "--log-file", log_file]
+        result = subprocess.run(
+            [sys.executable, "-m", "grant_scheduler.cmd.manage", *args]
+            + list(command),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        output = result.stdout + result.stderr
+        if log_file is not None:
+            self.assertTrue(os.path.exists(log_file), "no log file written")
+            with open(log_file) as f:
+                output += f.read()
+        return result, output
+
+    def run_many(self, runs, extra=""):
+        """Run ``(label, connection, variant, command)`` runs, 4 at a time;
+        return ``[(label, variant, command, result, output)]``."""
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            futures = [
+                (
+                    label,
+                    variant,
+                    command,
+                    pool.submit(self.manage, url, variant, command, extra),
+                )
+                for label, url, variant, command in runs
+            ]
+            return [
+                (label, variant, command, *future.result())
+                for label, variant, command, future in futures
+            ]
+
+    def assertNoSecret(self, char, output, label):
+        user, password, pieces = self.users[char]
+        for secret in (password, urllib.parse.quote(password, safe="")):
+            self.assertNotIn(secret, output, label)
+        for piece in pieces:
+            self.assertNotIn(piece, output, label)
+
+    def assertOneLineError(self, result, output, label, *fragments):
+        """Exit 1 and one ERROR line; with --debug on standard error (no log
+        file) the traceback comes first, so only the last line counts."""
+        self.assertEqual(1, result.returncode, "%s\n%s" % (label, output))
+        lines = result.stderr.strip().splitlines()
+        if "--debug" not in result.args or "--log-file" in result.args:
+            self.assertEqual(1, len(lines), "%s\n%s" % (label, result.stderr))
+            self.assertNotIn("Traceback", result.stdout + result.stderr)
+        self.assertTrue(lines[-1].startswith("ERROR: "), lines[-1])
+        for fragment in fragments:
+            self.assertIn(fragment, lines[-1], label)
+
+    def test_encoded_passwords_work_in_every_command(self):
+        # db sync first (the others need the tables), then the rest at once.
+        user, password, _ = self.users["@"]
+        [(_, _, _, result, output)] = self.run_many(
+            [("@", self.connection(user, password), "plain", COMMANDS[0])]
+        )
+        self.assertEqual(0, result.returncode, output)
+        runs = []
+        for char, (user, password, _) in self.users.items():
+            url = self.connection(user, password, "encoded")
+            for variant in ("plain", "log-file"):
+                for command in COMMANDS:
+                    runs.append(((char, "encoded"), url, variant, command))
+            url = self.connection(user, password, "query")
+            for command in (("db", "version"), ("hosts",)):
+                runs.append(((char, "query"), url, "log-file", command))
+            if char not in MUST_ENCODE:
+                url = self.connection(user, password, "raw")
+                for command in (("db", "sync"), ("hosts",)):
+                    runs.append(((char, "raw"), url, "log-file", command))
+        for (char, how), variant, command, result, output in self.run_many(
+            runs
+        ):
+            label = "char %r, %s, %s, %s" % (char, how, variant, command)
+            with self.subTest(
+                char=char, how=how, variant=variant, command=command
+            ):
+                self.assertEqual(
+                    0, result.returncode, "%s\n%s" % (label, output)
+                )
+                self.assertNoSecret(char, output, label)
+                self.assertIn(self.url.database, output, label)
+
+    def test_wrong_passwords_fail_in_one_line(self):
+        runs = []
+        for char, (user, password, _) in self.users.items():
+            url = self.connection(user, password + "x", "encoded")
+            for variant in ("plain", "log-file"):
+                for command in COMMANDS:
+                    runs.append(((char, "encoded"), url, variant, command))
+            url = self.connection(user, password + "x", "query")
+            for command in (("db", "sync"), ("hosts",)):
+                runs.append(((char, "query"), url, "plain", command))
+                runs.append(((char, "query"), url, "debug", command))
+            # The traceback --debug prints on standard error has no secret.
+            url = self.connection(user, password + "x", "encoded")
+            for command in (("db", "sync"), ("hosts",)):
+                runs.append(((char, "encoded"), url, "debug", command))
+        # NOTE: no retries of the first connection, so each run fails at once.
+        results = self.run_many(runs, extra="max_retries = 0\n")
+        for (char, how), variant, command, result, output in results:
+            label = "char %r, %s, %s, %s" % (char, how, variant, command)
+            with self.subTest(
+                char=char, how=how, variant=variant, command=command
+            ):
+                self.assertOneLineError(
+                    result, output, label, "Cannot connect", "Access denied"
+                )
+                self.assertNoSecret(char, output, label)
+
+    def test_raw_passwords_are_refused(self):
+        runs = []
+        for char in MUST_ENCODE:
+            user, password, _ = self.users[char]
+            url = self.connection(user, password, "raw")
+            for variant in ("plain", "debug", "log-file"):
+                for command in COMMANDS:
+                    runs.append((char, url, variant, command))
+        for char, variant, command, result, output in self.run_many(runs):
+            label = "char %r, %s, %s" % (char, variant, command)
+            with self.subTest(char=char, variant=variant, command=command):
+                self.assertOneLineError(
+                    result, output, label, "percent-encoded"
+                )
+                self.assertNoSecret(char, output, label)
+
+    def test_unescaped_dollar_is_refused(self):
+        user, password, _ = self.users["$"]
+        url = self.connection(user, password, "raw").replace("$$", "$")
+        runs = [
+            ("$", url, variant, command)
+            for variant in ("plain", "debug", "log-file")
+            for command in COMMANDS
+        ]
+        for _, variant, command, result, output in self.run_many(runs):
+            label = "%s, %s" % (variant, command)
+            with self.subTest(variant=variant, command=command):
+                self.assertOneLineError(result, output, label, "'$$'")
+                self.assertNoSecret("$", output, label)
+
+    def test_python_api(self):
+        logger = self.useFixture(
+            fixtures.FakeLogger(level=logging.DEBUG, format="%(message)s")
+        )
+        for char, (user, password, _) in self.users.items():
+            with self.subTest(char=char):
+                for how in ("encoded", "query"):
+                    good = self.connection(user, password, how)
+                    gs = api.GrantScheduler.from_url(good)
+                    self.addCleanup(gs.database.dispose)
+                    self.assertNoSecret(char, gs.database.safe_url, how)
+                    with self.assertRaises(exception.SchemaNotMigrated) as c:
+                        gs.hosts()
+                    self.assertNoSecret(char, str(c.exception), how)
+                    wrong = self.connection(user, password + "x", how)
+                    for call in ("hosts", "grants", "reap", "check"):
+                        gs = api.GrantScheduler.from_url(wrong)
+                        with self.assertRaises(
+                            exception.DatabaseUnavailable
+                        ) as caught:
+                            getattr(gs, call)()
+                        self.assertNoSecret(char, str(caught.exception), how)
+                        self.assertNoSecret(char, repr(caught.exception), how)
+                        self.assertNoSecret(
+                            char, str(caught.exception.__cause__), how
+                        )
+                if char in MUST_ENCODE:
+                    with self.assertRaises(
+                        exception.DatabaseConfigError
+                    ) as caught:
+                        api.GrantScheduler.from_url(
+                            self.connection(user, password, "raw")
+                        )
+                    self.assertIn("percent-encoded", str(caught.exception))
+                    self.assertNoSecret(char, str(caught.exception), "raw")
+        for char in self.users:
+            self.assertNoSecret(char, logger.output, "log")
