@@ -269,6 +269,14 @@ class GrantScheduler:
         return self._scheduler.schedule(request, view=view)
 
     @_edge
+    def withdraw_instance(self, instance_uuid):
+        """Withdraw every live grant of an instance that is being scheduled
+        again (its earlier destination failed); how many there were."""
+        return self._store.withdraw_instance(
+            validate.instance_uuid(instance_uuid)
+        )
+
+    @_edge
     def schedule_request(self, request, view=None):
         """``schedule`` for a ``Request`` already built (Nova's adapter)."""
         return self._scheduler.schedule(request, view=view)

@@ -172,6 +172,12 @@ class Store(typing.Protocol):
         :returns: False when it was not there (never committed, or gone).
         """
 
+    def withdraw_instance(self, instance_uuid):
+        """Delete every live grant of one instance (scheduled again).
+
+        :returns: how many there were.
+        """
+
     def claim(self, build, before_commit=None):
         """Count an instance in its node's usage, consuming its grant.
 

@@ -199,6 +199,30 @@ def withdraw(conn, db, host_id, ticket, amount):
     return True
 
 
+def withdraw_instance(conn, db, instance_uuid):
+    """Withdraw every live grant of one instance; how many there were.
+
+    For a build that is scheduled again (its first destination failed):
+    the grant of the earlier answer holds capacity nobody will use.
+    """
+    found = conn.execute(
+        sa_compat.select(
+            GRANTS.c.host_id, GRANTS.c.ticket, *rows.columns(GRANTS)
+        )
+        .where(
+            sa.and_(
+                GRANTS.c.instance_uuid == instance_uuid,
+                GRANTS.c.state == decision.GRANT_WON,
+            )
+        )
+        .order_by(GRANTS.c.host_id)
+    ).fetchall()
+    return sum(
+        withdraw(conn, db, row.host_id, row.ticket, rows.amount(row))
+        for row in found
+    )
+
+
 # -- the reaper ------------------------------------------------------------
 
 

@@ -30,6 +30,7 @@ class Store:
         self._granted = read(hosts.granted_by_node)
         self._grant = write(with_db(grants.take))
         self._withdraw = write(with_db(grants.withdraw))
+        self._withdraw_instance = write(with_db(grants.withdraw_instance))
         self._claim = write(with_db(claims.claim))
         self._claim_by_own_grant = write(with_db(claims.claim_by_own_grant))
         # NOTE: node ids by (host, node), learnt from claims: a compute
@@ -71,6 +72,9 @@ class Store:
 
     def withdraw(self, host_id, ticket, resources):
         return self._withdraw(host_id, ticket, resources)
+
+    def withdraw_instance(self, instance_uuid):
+        return self._withdraw_instance(instance_uuid)
 
     def claim(self, build, before_commit=None):
         node = (build.host, build.node)

@@ -210,6 +210,11 @@ class GrantSchedulerDriver:
         except exception.GrantSchedulerError as exc:
             raise compat.no_valid_host(str(exc)) from exc
         gs = self.grant_scheduler
+        if _is_reschedule(spec_obj):
+            # NOTE: the earlier destination failed the build: its grant
+            # would hold the capacity until it expires.
+            for instance_uuid in filter(None, request.instance_uuids):
+                gs.withdraw_instance(instance_uuid)
         request_view = self._view(gs, context, spec_obj, request)
         try:
             selections = gs.schedule_request(request, view=request_view)
@@ -339,3 +344,9 @@ class _Answer:
             "nodename": selection.node,
             "limits": dict(getattr(host_state, "limits", None) or {}),
         }
+
+
+def _is_reschedule(spec_obj):
+    """A build Nova schedules again after a compute host failed it."""
+    retry = compat.field(spec_obj, "retry")
+    return compat.field(retry, "num_attempts", 0) > 1 if retry else False

@@ -385,3 +385,12 @@ class Protocol(base.DatabaseTestCase):
         self.assertEqual(10, sum(r["expired"] for r in results))
         self.assertEqual(0, self.count(models.grants))
         self.assertEqual([], self.gs.check(quiescent=True))
+
+    def test_rescheduled_instance_gives_back_its_earlier_grant(self):
+        self.add_host("host0")
+        instance = new_uuid()
+        [first] = self.schedule(instance_uuids=[instance])
+        self.assertEqual(1, self.gs.withdraw_instance(instance))
+        self.assertEqual(api.Resources(), self.report().state.granted)
+        self.assertEqual(0, self.gs.withdraw_instance(instance))
+        self.assertEqual([], self.gs.check(quiescent=True))

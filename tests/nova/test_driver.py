@@ -209,6 +209,21 @@ class TestSignatures(DriverTestCase, base.TestCase):
             alternates = [s.service_host for s in selections[1:]]
             self.assertEqual([], [h for h in alternates if h in chosen])
 
+    def test_reschedule_gives_back_the_earlier_grant(self):
+        # Nova schedules a build again after its compute host failed it:
+        # the grant of the first answer would hold capacity for a TTL.
+        spec = fakes.request_spec(self.flavor)
+        [[first]] = self.select_objects(spec, [spec.instance_uuid])
+        spec.retry = objects.SchedulerRetries(
+            num_attempts=2, hosts=objects.ComputeNodeList(objects=[])
+        )
+        spec.ignore_hosts = [first.service_host]
+        [[second]] = self.select_objects(spec, [spec.instance_uuid])
+        self.assertNotEqual(first.service_host, second.service_host)
+        [grant] = self.live_grants()
+        self.assertEqual(second.service_host, grant.host)
+        self.assertEqual([], self.gs.check())
+
     def test_too_many_arguments(self):
         spec = fakes.request_spec(self.flavor)
         with self.assertRaises(TypeError):

@@ -103,6 +103,9 @@ class FakeStore:
         self.take(host_id, NOTHING - resources)
         return True
 
+    def withdraw_instance(self, instance_uuid):
+        raise NotImplementedError
+
     def claim(self, build, before_commit=None):
         raise NotImplementedError
 
