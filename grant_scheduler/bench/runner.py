@@ -255,6 +255,7 @@ def run(strategy_name, workload, schedulers, options, progress=None):
         started = time.perf_counter()
         overcommitted = set()
         scheduler_results = []
+        compute_results = []
         checkpoints = 0
         while len(scheduler_results) < schedulers:
             overcommitted |= _overcommitted(gs, service)
@@ -267,15 +268,18 @@ def run(strategy_name, workload, schedulers, options, progress=None):
                         "a scheduler process died without a result"
                     )
                 continue
+            if kind == "compute":
+                # A compute process ended early (its error is in it).
+                compute_results.append(result)
+                continue
             scheduler_results.append(result)
             if progress:
                 progress(len(scheduler_results), schedulers)
         elapsed = time.perf_counter() - started
         for queue in work:
             queue.put(STOP)
-        compute_results = [
-            results.get(timeout=RESULT_TIMEOUT)[1] for _ in range(COMPUTES)
-        ]
+        while len(compute_results) < COMPUTES:
+            compute_results.append(results.get(timeout=RESULT_TIMEOUT)[1])
         for process in computes + procs:
             process.join(60)
         overcommitted |= _overcommitted(gs, service, final=True)

@@ -23,6 +23,7 @@ from grant_scheduler.bench import plot
 from grant_scheduler.bench import runner
 from grant_scheduler.bench import strategies
 from grant_scheduler.bench import workloads
+from grant_scheduler.conf import database as db_conf
 from grant_scheduler.db import sa_compat
 
 # NOTE: in Nova the build reaches the compute host's claim through the
@@ -152,16 +153,23 @@ def _output_path(text):
 
 
 def _db_url(text):
+    masked = exception.mask_url(text)
+    try:
+        db_conf.check_url(text)
+    except exception.GrantSchedulerError as exc:
+        raise argparse.ArgumentTypeError(str(exc))
     try:
         url = sa_compat.make_url(text)
         # NOTE: builds the dialect and imports the driver; connects to
         # nothing.
         sa.create_engine(url).dispose()
     except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as exc:
-        raise argparse.ArgumentTypeError("%s: %s" % (text, exc))
+        raise argparse.ArgumentTypeError(
+            "%s: %s" % (masked, exception.mask_url(str(exc)))
+        )
     except ImportError as exc:
         raise argparse.ArgumentTypeError(
-            "%s: its driver is not installed (%s)" % (text, exc)
+            "%s: its driver is not installed (%s)" % (masked, exc)
         )
     if url.get_backend_name() == "sqlite" and url.database in (
         None,
@@ -170,7 +178,7 @@ def _db_url(text):
     ):
         raise argparse.ArgumentTypeError(
             "%s: the benchmark's processes need a SQLite file, not memory"
-            % text
+            % masked
         )
     return text
 

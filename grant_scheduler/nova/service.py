@@ -15,7 +15,6 @@ from oslo_config import cfg
 
 from grant_scheduler import api
 from grant_scheduler import conf as gs_conf
-from grant_scheduler import exception
 from grant_scheduler.conf import database as db_conf
 
 
@@ -51,7 +50,7 @@ class Lazy:
         with self._lock:
             if self._built is None or self._pid != os.getpid():
                 conf = self.conf
-                require_connection(conf)
+                db_conf.require_connection(conf, "Nova's configuration")
                 self._built = api.GrantScheduler.from_conf(
                     conf, **self._kwargs
                 )
@@ -63,21 +62,3 @@ class Lazy:
         with self._lock:
             self._built = grant_scheduler
             self._pid = os.getpid()
-
-
-def require_connection(conf):
-    """Refuse to run inside Nova on the built-in SQLite default.
-
-    Every scheduler and compute host must share one database; a per-host
-    SQLite file would silently grant the same capacity on every host.  (An
-    explicitly configured SQLite URL is taken as meant, e.g. for an
-    all-in-one test cloud.)
-    """
-    connection = conf[db_conf.GROUP_NAME].connection
-    if connection in (None, db_conf.DEFAULT_CONNECTION):
-        raise exception.DatabaseConfigError(
-            url="(unset)",
-            reason="[%s] connection is not set in Nova's configuration; "
-            "point it at the database every scheduler and compute host "
-            "shares" % db_conf.GROUP_NAME,
-        )
