@@ -1,5 +1,6 @@
 """nvh_with_room and the other figures metrics derives from a raw run."""
 
+import logging
 import queue
 import threading
 import types
@@ -79,12 +80,15 @@ class RoomAfterNoValidHost(base.DatabaseTestCase):
         results = queue.Queue()
         options = {
             "url": self.db_fixture.url,
-            "host_subset_size": 3,
-            "max_fallovers": 5,
+            "host_subset_size": None,
+            "max_fallovers": None,
             "seed": 1,
             "latency_s": 0.0,
             "commit_delay_ms": 0,
         }
+        # NOTE: a process body run in this process: it turns logging off,
+        # which must not outlive this test.
+        self.addCleanup(logging.disable, logging.NOTSET)
         runner.scheduler_process(
             fake.name,
             options,

@@ -139,11 +139,9 @@ def _backfill(bind):
     )
     grants = sa.table(
         "gs_grants",
-        *(
-            sa.column(name)
-            for name in ["id", "host_id", "state", "created_at", "expires_at"]
-            + _names()
-        ),
+        sa.column("created_at", PreciseDateTime),
+        sa.column("expires_at", PreciseDateTime),
+        *(sa.column(name) for name in ["id", "host_id", "state"] + _names()),
     )
     claims = sa.table(
         "gs_claims", *(sa.column(n) for n in ["host_id"] + _names())
