@@ -195,9 +195,9 @@ class Scheduler:
 
     def _withdraw(self, request, taken):
         """Best effort, and idempotent: a grant not there is skipped."""
-        for host_id, ticket in taken:
+        for host_id, ticket, ask in taken:
             try:
-                self.store.withdraw(host_id, ticket, request.resources)
+                self.store.withdraw(host_id, ticket, ask)
             except Exception:
                 LOG.warning(
                     "Could not withdraw grant %s on node %s of request %s; "
@@ -256,7 +256,9 @@ class Scheduler:
                     before_commit=self._hook("grant_inserted", candidates[0]),
                 )
             finally:
-                taken.extend(tries)
+                taken.extend(
+                    (host_id, ticket, ask) for host_id, ticket in tries
+                )
             self.hooks.fire(
                 "grant_verified", host=candidates[0].host, won=outcome.won
             )

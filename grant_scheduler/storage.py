@@ -166,9 +166,11 @@ class Store(typing.Protocol):
         :returns: a ``Taken``.
         """
 
-    def withdraw(self, host_id, ticket, resources):
-        """Delete a live grant nobody will build.
+    def withdraw(self, host_id, ticket, ask):
+        """Delete a live grant ``ask`` wrote, which nobody will build.
 
+        Only a grant written for ``ask`` (its scheduler, request and
+        instance) goes: a ticket alone may by now be another grant's.
         :returns: False when it was not there (never committed, or gone).
         """
 

@@ -62,7 +62,20 @@ def _issue_ticket(conn, db, host_id, amount):
     ).scalar()
 
 
-def _committed_earlier(conn, host_ids, taken):
+def _written_for(ask):
+    """The grant rows ``ask`` wrote: a ticket alone does not say it, since
+    a try that rolled back leaves its ticket to the next grant."""
+    mine = GRANTS.c.instance_uuid == ask.instance_uuid
+    if ask.instance_uuid is None:
+        mine = GRANTS.c.instance_uuid.is_(None)
+    return sa.and_(
+        GRANTS.c.scheduler == ask.scheduler,
+        GRANTS.c.request_id == ask.request_id,
+        mine,
+    )
+
+
+def _committed_earlier(conn, host_ids, ask, taken):
     """A grant an earlier try of this very call committed, if any.
 
     ``taken`` lists the ``(host id, ticket)`` of every earlier try: when a
@@ -85,6 +98,7 @@ def _committed_earlier(conn, host_ids, taken):
                     )
                 ),
                 GRANTS.c.state == decision.GRANT_WON,
+                _written_for(ask),
             )
         )
     ).first()
@@ -127,7 +141,7 @@ def take(conn, db, host_ids, ask, taken, before_commit=None):
     :returns: a ``storage.Taken``; when lost, ``states`` holds each
         candidate as the write found it.
     """
-    earlier = _committed_earlier(conn, host_ids, taken)
+    earlier = _committed_earlier(conn, host_ids, ask, taken)
     if earlier is not None:
         return storage.Taken(
             True,
@@ -172,12 +186,20 @@ def insert(conn, db, host_id, ticket, ask, state):
     return result.inserted_primary_key[0]
 
 
-def withdraw(conn, db, host_id, ticket, amount):
-    """Delete a live grant nobody will build; True if it was there."""
+def withdraw(conn, db, host_id, ticket, ask):
+    """Delete a live grant ``ask`` wrote that nobody will build; True if
+    it was there."""
+    return _withdraw(
+        conn, db, host_id, ticket, ask.resources, _written_for(ask)
+    )
+
+
+def _withdraw(conn, db, host_id, ticket, amount, mine=None):
     live = sa.and_(
         GRANTS.c.host_id == host_id,
         GRANTS.c.ticket == ticket,
         GRANTS.c.state == decision.GRANT_WON,
+        *(() if mine is None else (mine,)),
     )
     locked = conn.execute(
         HOSTS.update()
@@ -218,7 +240,7 @@ def withdraw_instance(conn, db, instance_uuid):
         .order_by(GRANTS.c.host_id)
     ).fetchall()
     return sum(
-        withdraw(conn, db, row.host_id, row.ticket, rows.amount(row))
+        _withdraw(conn, db, row.host_id, row.ticket, rows.amount(row))
         for row in found
     )
 

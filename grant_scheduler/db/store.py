@@ -70,8 +70,8 @@ class Store:
     def grant(self, host_ids, ask, taken, before_commit=None):
         return self._grant(list(host_ids), ask, taken, before_commit)
 
-    def withdraw(self, host_id, ticket, resources):
-        return self._withdraw(host_id, ticket, resources)
+    def withdraw(self, host_id, ticket, ask):
+        return self._withdraw(host_id, ticket, ask)
 
     def withdraw_instance(self, instance_uuid):
         return self._withdraw_instance(instance_uuid)

@@ -394,3 +394,23 @@ class Protocol(base.DatabaseTestCase):
         self.assertEqual(api.Resources(), self.report().state.granted)
         self.assertEqual(0, self.gs.withdraw_instance(instance))
         self.assertEqual([], self.gs.check(quiescent=True))
+
+    def test_a_ticket_left_by_a_rolled_back_try_is_not_taken_for_ours(self):
+        # A try that rolled back (a certification conflict, a lost
+        # connection) leaves its ticket to the next grant on the host: the
+        # retry must neither answer with that grant nor withdraw it.
+        host_id = self.add_host()
+        store = gs_store.Store(self.db)
+        theirs = store.grant(
+            [host_id], storage.Ask(SLOT, "other", new_uuid(), "req-o", 600), []
+        )
+        mine = storage.Ask(SLOT, "me", new_uuid(), "req-m", 600)
+        tries = [(host_id, theirs.ticket)]
+        outcome = store.grant([host_id], mine, tries)
+        self.assertTrue(outcome.won)
+        self.assertNotEqual(theirs.grant_id, outcome.grant_id)
+        self.assertFalse(store.withdraw(host_id, theirs.ticket, mine))
+        self.assertEqual(2, self.count(models.grants))
+        self.assertEqual(TWO_SLOTS, self.report().state.granted)
+        self.assertTrue(store.withdraw(host_id, outcome.ticket, mine))
+        self.assertEqual(SLOT, self.report().state.granted)

@@ -96,7 +96,8 @@ class FakeStore:
             True, host_id=host_id, grant_id=ticket, ticket=ticket
         )
 
-    def withdraw(self, host_id, ticket, resources):
+    def withdraw(self, host_id, ticket, ask):
+        resources = ask.resources
         self.withdrawn.append((host_id, ticket))
         if self.grants.pop((host_id, ticket), None) is None:
             return False
