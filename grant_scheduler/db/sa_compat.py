@@ -55,13 +55,19 @@ def render_url(url, hide_password=True):
     return url.__to_string__(hide_password=hide_password)
 
 
-def url_with_database(url, database):
-    """A copy of ``url`` naming another database (1.3 URLs are mutable)."""
+def url_with(url, **changes):
+    """A copy of ``url`` with other parts (1.3 URLs are mutable)."""
     if hasattr(url, "set"):
-        return url.set(database=database)
+        return url.set(**changes)
     copy = sa_url.make_url(render_url(url, hide_password=False))
-    copy.database = database
+    for name, value in changes.items():
+        setattr(copy, name, value)
     return copy
+
+
+def url_with_database(url, database):
+    """A copy of ``url`` naming another database."""
+    return url_with(url, database=database)
 
 
 def lastrowid(result):

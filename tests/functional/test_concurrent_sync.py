@@ -134,9 +134,11 @@ class SyncTestCase(base.DatabaseTestCase):
                 for diff in autogenerate.compare_metadata(
                     context, models.metadata
                 )
+                # NOTE: SQLite's sqlite_sequence is reflected as a table by
+                # older SQLAlchemy releases; it is SQLite's, not ours.
                 if not (
                     diff[0] == "remove_table"
-                    and diff[1].name == "alembic_version"
+                    and diff[1].name in ("alembic_version", "sqlite_sequence")
                 )
             ]
         self.assertEqual([], diffs)

@@ -27,6 +27,7 @@ import sqlalchemy as sa
 
 from grant_scheduler import api
 from grant_scheduler import exception
+from grant_scheduler.db import sa_compat
 from tests import base
 
 PASSWORD = "Pw-%s" % uuid.uuid4().hex[:12]
@@ -39,32 +40,33 @@ class TestSecrets(base.DatabaseTestCase, base.TestCase):
     def setUp(self):
         super().setUp()
         self.user = "gs_secret_%s" % uuid.uuid4().hex[:6]
-        url = sa.engine.make_url(self.db_fixture.url)
+        url = sa_compat.make_url(self.db_fixture.url)
         admin = sa.create_engine(
             base.ADMIN_URLS["mysql"], isolation_level="AUTOCOMMIT"
         )
         self.addCleanup(admin.dispose)
         with admin.connect() as conn:
-            # NOTE: "%%" is MySQL's any-host "%", escaped for the driver.
-            for host in ("%%", "localhost"):
-                conn.exec_driver_sql(
-                    "CREATE USER '%s'@'%s' IDENTIFIED BY '%s'"
-                    % (self.user, host, PASSWORD)
+            for host in ("%", "localhost"):
+                conn.execute(
+                    sa.text("CREATE USER :user@:host IDENTIFIED BY :password"),
+                    {"user": self.user, "host": host, "password": PASSWORD},
                 )
-                conn.exec_driver_sql(
-                    "GRANT ALL ON %s.* TO '%s'@'%s'"
-                    % (url.database, self.user, host)
+                conn.execute(
+                    sa.text("GRANT ALL ON %s.* TO :user@:host" % url.database),
+                    {"user": self.user, "host": host},
                 )
         self.addCleanup(self._drop_user, admin)
-        self.secret_url = url.set(
-            username=self.user, password=PASSWORD
-        ).render_as_string(hide_password=False)
+        self.secret_url = sa_compat.render_url(
+            sa_compat.url_with(url, username=self.user, password=PASSWORD),
+            hide_password=False,
+        )
 
     def _drop_user(self, admin):
         with admin.connect() as conn:
-            for host in ("%%", "localhost"):
-                conn.exec_driver_sql(
-                    "DROP USER IF EXISTS '%s'@'%s'" % (self.user, host)
+            for host in ("%", "localhost"):
+                conn.execute(
+                    sa.text("DROP USER IF EXISTS :user@:host"),
+                    {"user": self.user, "host": host},
                 )
 
     def run_command(self, *argv):
@@ -85,17 +87,19 @@ class TestSecrets(base.DatabaseTestCase, base.TestCase):
         )
 
     def failing_urls(self):
-        url = sa.engine.make_url(self.secret_url)
+        url = sa_compat.make_url(self.secret_url)
         return {
             "unmigrated": self.secret_url,
-            "no such database": url.set(
-                database="gs_missing"
-            ).render_as_string(hide_password=False),
-            "wrong password": url.set(
-                password=PASSWORD + "x"
-            ).render_as_string(hide_password=False),
-            "unreachable": url.set(port=9).render_as_string(
-                hide_password=False
+            "no such database": sa_compat.render_url(
+                sa_compat.url_with(url, database="gs_missing"),
+                hide_password=False,
+            ),
+            "wrong password": sa_compat.render_url(
+                sa_compat.url_with(url, password=PASSWORD + "x"),
+                hide_password=False,
+            ),
+            "unreachable": sa_compat.render_url(
+                sa_compat.url_with(url, port=9), hide_password=False
             ),
             "malformed": "%s:%s@127.0.0.1/gs" % (self.user, PASSWORD),
         }
@@ -165,7 +169,7 @@ class TestSpecialCharacters(base.DatabaseTestCase, base.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.url = sa.engine.make_url(self.db_fixture.url)
+        self.url = sa_compat.make_url(self.db_fixture.url)
         self.admin = sa.create_engine(
             base.ADMIN_URLS["mysql"], isolation_level="AUTOCOMMIT"
         )
@@ -186,9 +190,11 @@ class TestSpecialCharacters(base.DatabaseTestCase, base.TestCase):
                     sa.text("CREATE USER :user@:host IDENTIFIED BY :password"),
                     {"user": user, "host": host, "password": password},
                 )
-                conn.exec_driver_sql(
-                    "GRANT ALL ON %s.* TO '%s'@'%s'"
-                    % (self.url.database, user, host.replace("%", "%%"))
+                conn.execute(
+                    sa.text(
+                        "GRANT ALL ON %s.* TO :user@:host" % self.url.database
+                    ),
+                    {"user": user, "host": host},
                 )
         self.addCleanup(self._drop_user, user)
 

@@ -5,7 +5,6 @@ import subprocess
 import sys
 import tempfile
 
-import sqlalchemy as sa
 from oslo_config import cfg
 from oslo_config import types
 
@@ -15,6 +14,7 @@ from grant_scheduler.conf import database as database_conf
 from grant_scheduler.conf import opts
 from grant_scheduler.conf import types as conf_types
 from grant_scheduler.db import api as db_api
+from grant_scheduler.db import sa_compat
 from tests import base
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
@@ -347,7 +347,7 @@ class TestRequireConnection(base.TestCase):
                 )
                 url = database_conf.require_connection(conf)
                 self.assertEqual(
-                    "Left1xq$Right2zw", sa.engine.make_url(url).password
+                    "Left1xq$Right2zw", sa_compat.make_url(url).password
                 )
 
     def test_raw_special_character_is_refused(self):

@@ -12,6 +12,7 @@ import sys
 import sqlalchemy as sa
 
 from grant_scheduler.db import migration
+from grant_scheduler.db import sa_compat
 from tests import base
 
 SECRET = "s3cr3t-pa55word"
@@ -454,8 +455,8 @@ class TestInspectionCommands(ManageTestCase):
 
     def test_schema_newer_than_code_is_refused(self):
         with self.gs.database.writer() as conn:
-            conn.exec_driver_sql(
-                "UPDATE alembic_version SET version_num = 'f00dfeed0099'"
+            sa_compat.execute_text(
+                conn, "UPDATE alembic_version SET version_num = 'f00dfeed0099'"
             )
         for command in (("hosts",), ("reap",), ("db", "sync")):
             result = self.manage(self.url, *command)

@@ -2,10 +2,9 @@
 
 import urllib.parse
 
-import sqlalchemy as sa
-
 from grant_scheduler import exception
 from grant_scheduler.conf import database as db_conf
+from grant_scheduler.db import sa_compat
 from tests import base
 
 # Passwords with distinctive pieces around each special character: no piece
@@ -92,7 +91,7 @@ class TestMaskUrl(base.TestCase):
         self.assertIsNone(exception.mask_url(None))
 
     def test_url_objects(self):
-        url = sa.engine.make_url("mysql+pymysql://gs:Left1xqRight2zw@db/gs")
+        url = sa_compat.make_url("mysql+pymysql://gs:Left1xqRight2zw@db/gs")
         self.assertEqual(
             "mysql+pymysql://gs:***@db/gs", exception.mask_url(url)
         )
@@ -106,7 +105,7 @@ class TestUrlProblem(base.TestCase):
                 url = "mysql+pymysql://gs:%s@127.0.0.1:3306/gs" % encoded
                 self.assertIsNone(db_conf.url_problem(url))
                 db_conf.check_url(url)
-                parsed = sa.engine.make_url(url)
+                parsed = sa_compat.make_url(url)
                 self.assertEqual(password_with(char), parsed.password)
 
     def test_raw_delimiters_are_refused(self):
@@ -128,7 +127,7 @@ class TestUrlProblem(base.TestCase):
             with self.subTest(char=char):
                 self.assertIsNone(db_conf.url_problem(url))
                 self.assertEqual(
-                    password_with(char), sa.engine.make_url(url).password
+                    password_with(char), sa_compat.make_url(url).password
                 )
 
     def test_port_that_is_not_a_number(self):
