@@ -54,7 +54,6 @@ class StandaloneTestCase(base.DatabaseTestCase):
         self.conf.set_override(
             "connection", self.db_fixture.url, "grant_scheduler_database"
         )
-        self.conf.set_override("host_subset_size", 1, "grant_scheduler")
         self.gs = api.GrantScheduler(self.db)
         capacity = api.Capacity(api.Resources(8, 16384, 200))
         for name in ("cmp1", "cmp2"):
@@ -115,7 +114,6 @@ class TestStandaloneDriver(StandaloneTestCase, base.TestCase):
         self.assertFalse(hasattr(manager, "no_such_call"))
 
     def test_periodic_reaper(self):
-        self.conf.set_override("grant_ttl", 1, "grant_scheduler")
         self.driver.select_destinations(None, spec(flavor(1, 1024, 1)))
         self.assertEqual(1, len(self.gs.grants()))
         with mock.patch.object(
