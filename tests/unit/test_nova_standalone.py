@@ -66,10 +66,27 @@ class TestStandaloneDriver(StandaloneTestCase, base.TestCase):
         answer = self.driver.select_destinations(
             None, spec(flavor(4, 8192, 100), num_instances=2)
         )
+        # NOTE: host_subset_size (3 by default) lets both land on either
+        # host: each holds two of these.
+        self.assertEqual(2, len(answer))
+        self.assertLessEqual(
+            {item["host"] for item in answer}, {"cmp1", "cmp2"}
+        )
+        self.assertEqual({"host", "nodename", "limits"}, set(answer[0]))
+        self.assertEqual(
+            sorted(item["host"] for item in answer),
+            sorted(grant.host for grant in self.gs.grants()),
+        )
+
+    def test_subset_of_one_spreads_a_request(self):
+        self.conf.set_override("host_subset_size", 1, "grant_scheduler")
+        driver = gs_driver.GrantSchedulerDriver(conf=self.conf)
+        answer = driver.select_destinations(
+            None, spec(flavor(4, 8192, 100), num_instances=2)
+        )
         self.assertEqual(
             ["cmp1", "cmp2"], sorted(item["host"] for item in answer)
         )
-        self.assertEqual({"host", "nodename", "limits"}, set(answer[0]))
 
     def test_queens_call_returns_selections_with_alternates(self):
         request = spec(flavor(1, 1024, 10))
