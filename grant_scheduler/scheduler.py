@@ -133,6 +133,10 @@ class Counters:
 # read that skips nodes other grants hold); alone, a scheduler offers only
 # its first choice, which costs one statement less.
 CONTENDED_REQUESTS = 32
+# How many more nodes than the subset a contended grant offers: the locking
+# read takes the first of them that fits and no other grant holds, so a
+# grant is lost only when every one of them was taken since the last read.
+CONTENDED_SPARE = 13
 
 
 def default_name():
@@ -232,13 +236,14 @@ class Scheduler:
         losses = 0
         lost_any = False
         while True:
+            spare = CONTENDED_SPARE if self._contended else 0
             candidates = []
             if losses < self.settings.max_fallovers:
-                candidates = view.candidates(request, subset)
+                candidates = view.candidates(request, subset, spare)
             if not candidates:
                 self._refresh(view)
                 losses = 0
-                candidates = view.candidates(request, subset)
+                candidates = view.candidates(request, subset, spare)
                 if not candidates:
                     raise self._no_valid_host(view, request, lost_any)
             self.counters.attempts += 1

@@ -80,14 +80,18 @@ class View:
             exclude,
         )
 
-    def ranked(self, request, subset_size):
-        """The best ``subset_size`` fits, then the alternates' worth."""
-        return self._best(request, subset_size + request.num_alternates)
+    def ranked(self, request, subset_size, spare=0):
+        """The best ``subset_size`` fits, then the alternates' worth and
+        ``spare`` more."""
+        return self._best(
+            request, subset_size + request.num_alternates + spare
+        )
 
-    def candidates(self, request, subset_size):
+    def candidates(self, request, subset_size, spare=0):
         """Nodes to grant on, in order: one chosen at random among the
-        best ``subset_size``, then the others ranked; [] if none fits."""
-        ranked = self.ranked(request, subset_size)
+        best ``subset_size``, then the others ranked (``spare`` more than
+        the subset and the alternates); [] if none fits."""
+        ranked = self.ranked(request, subset_size, spare)
         chosen = self.spread.choose(ranked, subset_size)
         if chosen is None:
             return []

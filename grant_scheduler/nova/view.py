@@ -238,10 +238,10 @@ class NovaView(gs_view.View):
         survivors = self._survivors
         return survivors is None or (state.host, state.node) in survivors
 
-    def ranked(self, request, subset_size):
+    def ranked(self, request, subset_size, spare=0):
         by_key = self._states_by_key()
         ranked = [by_key[k] for k in self._rank(request) if k in by_key]
-        return ranked[: subset_size + request.num_alternates]
+        return ranked[: subset_size + request.num_alternates + spare]
 
     def alternates(self, request, chosen):
         """Hosts that passed for the instance just placed, best first, in

@@ -23,6 +23,7 @@ class FakeStore:
         self.grants = {}  # (host id, ticket) -> resources
         self.withdrawn = []
         self.reads = []
+        self.offered = []  # the host ids of each grant call
         self.before_grant = None
         self.fail_after_write = None
         self._tickets = itertools.count(1)
@@ -76,6 +77,7 @@ class FakeStore:
 
     def grant(self, host_ids, ask, taken, before_commit=None):
         resources = ask.resources
+        self.offered.append(list(host_ids))
         for host_id in host_ids:
             if self.before_grant is not None:
                 self.before_grant(host_id)

@@ -62,6 +62,18 @@ class TestFallOver(SchedulerTestCase):
         self.assertEqual(1, sched.counters.conflicts)
         self.assertNotEqual("host%d" % stolen[0], second.host)
 
+    def test_a_contended_grant_offers_the_spare_nodes_too(self):
+        settings = Settings()
+        offered = settings.host_subset_size + scheduler.CONTENDED_SPARE
+        store, sched = self.make([host(i, 1024) for i in range(1, 41)])
+        self.steal(store, 1)
+        sched.schedule(self.request())
+        first, second = store.offered
+        self.assertEqual(1, len(first))
+        self.assertEqual(offered, len(second))
+        self.assertEqual(offered, len(set(second)))
+        self.assertNotIn(first[0], second)
+
     def test_losing_more_than_max_fallovers_reads_again_not_no_valid_host(
         self,
     ):
@@ -70,9 +82,13 @@ class TestFallOver(SchedulerTestCase):
         # remains, so the request goes on with a fresh read and is placed.
         settings = Settings()
         losses = settings.max_fallovers + 2
-        states = [host(i, 1024) for i in range(1, 61)]
+        # The first grant offers one node, each after a loss the subset
+        # and the spare ones.
+        offered = settings.host_subset_size + scheduler.CONTENDED_SPARE
+        stealing = 1 + (losses - 1) * offered
+        states = [host(i, 1024) for i in range(1, stealing + offered + 1)]
         store, sched = self.make(states)
-        stolen = self.steal(store, losses * settings.host_subset_size)
+        stolen = self.steal(store, stealing)
         [selection] = sched.schedule(self.request())
         self.assertNotIn(selection.host, {"host%d" % h for h in stolen})
         self.assertEqual(losses, sched.counters.conflicts)
