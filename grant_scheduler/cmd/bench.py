@@ -17,6 +17,7 @@ import tabulate
 import tqdm
 
 from grant_scheduler import exception
+from grant_scheduler import settings
 from grant_scheduler.bench import metrics
 from grant_scheduler.bench import placement_api
 from grant_scheduler.bench import plot
@@ -231,8 +232,19 @@ def parser():
         default=None,
         help="Requests per run (default: enough to exhaust).",
     )
-    p.add_argument("--host-subset-size", type=_int_range(1, 1000), default=3)
-    p.add_argument("--max-fallovers", type=_int_range(0, 10000), default=50)
+    # NOTE: the product's own defaults, so a run without these options
+    # measures what an operator gets.
+    defaults = settings.Settings()
+    p.add_argument(
+        "--host-subset-size",
+        type=_int_range(1, 1000),
+        default=defaults.host_subset_size,
+    )
+    p.add_argument(
+        "--max-fallovers",
+        type=_int_range(0, 10000),
+        default=defaults.max_fallovers,
+    )
     p.add_argument("--seed", type=int, default=1)
     p.add_argument(
         "--repeat",
