@@ -6,6 +6,7 @@ checkpoints while they run.  Counters come from SQLAlchemy events in every
 process and from the checker, never from a strategy's own bookkeeping.
 """
 
+import cProfile
 import logging
 import multiprocessing
 import queue as queue_module
@@ -20,6 +21,7 @@ import sqlalchemy as sa
 from grant_scheduler import api
 from grant_scheduler import injection
 from grant_scheduler.bench import metrics
+from grant_scheduler.bench import profiles
 from grant_scheduler.bench import strategies
 from grant_scheduler.db import api as db_api
 from grant_scheduler.db import baselines
@@ -102,7 +104,12 @@ def scheduler_process(
         )
         counts = count_statements(side.gs.database, options["latency_s"])
         room = metrics.room_check(strategy, options)
+        profiler = None
+        if options.get("profile_path") and index == 0:
+            profiler = cProfile.Profile()
         barrier.wait(RESULT_TIMEOUT)
+        if profiler is not None:
+            profiler.enable()
         for amount in stream:
             instance_uuid = str(uuid.uuid4())
             started = time.perf_counter()
@@ -132,6 +139,9 @@ def scheduler_process(
                 checked = time.perf_counter()
                 result["nvh_with_room"] += bool(room(amount))
                 result["nvh_check_s"] += time.perf_counter() - checked
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(options["profile_path"])
         result.update(counts)
         result["attempts"] = side.attempts
         result["conflicts"] = side.conflicts
@@ -230,6 +240,18 @@ def run(strategy_name, workload, schedulers, options, progress=None):
             )
             for n in range(COMPUTES)
         ]
+        if options.get("profile_dir"):
+            options = dict(
+                options,
+                profile_path=profiles.path(
+                    options["profile_dir"],
+                    strategy_name,
+                    workload.name,
+                    workload.hosts,
+                    schedulers,
+                    options["seed"],
+                ),
+            )
         procs = [
             ctx.Process(
                 target=scheduler_process,

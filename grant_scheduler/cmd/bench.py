@@ -21,6 +21,7 @@ from grant_scheduler import settings
 from grant_scheduler.bench import metrics
 from grant_scheduler.bench import placement_api
 from grant_scheduler.bench import plot
+from grant_scheduler.bench import profiles
 from grant_scheduler.bench import runner
 from grant_scheduler.bench import strategies
 from grant_scheduler.bench import workloads
@@ -136,12 +137,7 @@ def _names(choices):
     return parse
 
 
-def _output_path(text):
-    """A file the run can write at its end, checked before it starts."""
-    path = os.path.abspath(text)
-    directory = os.path.dirname(path)
-    if os.path.isdir(path):
-        raise argparse.ArgumentTypeError("%s is a directory" % text)
+def _writable_directory(text, directory):
     if not os.path.isdir(directory):
         raise argparse.ArgumentTypeError(
             "%s: directory %s does not exist" % (text, directory)
@@ -150,6 +146,20 @@ def _output_path(text):
         raise argparse.ArgumentTypeError(
             "%s: directory %s is not writable" % (text, directory)
         )
+
+
+def _output_path(text):
+    """A file the run can write at its end, checked before it starts."""
+    path = os.path.abspath(text)
+    if os.path.isdir(path):
+        raise argparse.ArgumentTypeError("%s is a directory" % text)
+    _writable_directory(text, os.path.dirname(path))
+    return text
+
+
+def _output_dir(text):
+    """A directory the runs can write into, checked before they start."""
+    _writable_directory(text, os.path.abspath(text))
     return text
 
 
@@ -301,6 +311,14 @@ def parser():
     p.add_argument(
         "--wide", action="store_true", help="Show every key in the table."
     )
+    p.add_argument(
+        "--profile",
+        type=_output_dir,
+        metavar="DIR",
+        help="Profile the first scheduler process of each run (cProfile, "
+        "from the start of the clock to its last request): one .prof file "
+        "per run in DIR and its most costly calls printed.",
+    )
     return p
 
 
@@ -361,12 +379,31 @@ def main(argv=None):
             ),
             file=sys.stderr,
         )
+    if args.profile:
+        _print_profiles(args.profile, rows)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=2)
     if args.plot:
         plot.write(rows, args.plot, title=exception.mask_url(url))
     return 1 if failed else 0
+
+
+def _print_profiles(directory, rows):
+    print("\nProfiles of the first scheduler process (own time by area):")
+    for name, meaning in profiles.AREAS:
+        print("  %s: %s" % (name, meaning))
+    for row in rows:
+        filename = profiles.path(
+            directory,
+            row["strategy"],
+            row["workload"],
+            row["hosts"],
+            row["schedulers"],
+            row["seed"],
+        )
+        if os.path.exists(filename):
+            print(profiles.describe(filename))
 
 
 def _last_line(text):
@@ -575,6 +612,7 @@ def _run_all(args, url):
         "build_delay_ms": args.build_delay_ms,
         "placement_workers": args.placement_workers,
         "placement_conflict_retries": args.placement_conflict_retries,
+        "profile_dir": args.profile,
     }
     ceiling = runner.commit_ceiling(url)
     seeds = [args.seed + n for n in range(args.repeat)]
@@ -596,7 +634,12 @@ def _run_all(args, url):
                         "%s hosts=%d seed=%d serial oracle"
                         % (name, hosts, seed)
                     )
-                    serial = runner.run("grants", workload, 1, run_options)
+                    serial = runner.run(
+                        "grants",
+                        workload,
+                        1,
+                        dict(run_options, profile_dir=None),
+                    )
                     progress.finish()
                     serial_nvh = sum(
                         r["no_valid_host"] for r in serial["schedulers"]

@@ -6,6 +6,7 @@ import json
 import os
 
 from grant_scheduler.bench import metrics
+from grant_scheduler.bench import profiles
 from grant_scheduler.cmd import bench
 from tests import base
 
@@ -68,3 +69,50 @@ class BenchSmoke(base.DatabaseTestCase):
         text = out.getvalue()
         self.assertIn("grants-naive (UNSAFE)", text)
         self.assertLessEqual(max(len(line) for line in text.splitlines()), 120)
+
+
+class BenchProfile(base.TestCase):
+    def test_profile_keeps_one_file_per_run_and_says_where_time_went(self):
+        scratch = self.useFixture(base.fixtures.TempDir()).path
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            status = bench.main(
+                [
+                    "--db",
+                    "sqlite:///%s" % os.path.join(scratch, "b.sqlite"),
+                    "--strategies",
+                    "grants,placement",
+                    "--schedulers",
+                    "1,2",
+                    "--hosts",
+                    "3",
+                    "--workloads",
+                    "ironic",
+                    "--build-delay-ms",
+                    "0",
+                    "--latency-ms",
+                    "5",
+                    "--profile",
+                    scratch,
+                ]
+            )
+        self.assertEqual(0, status)
+        # One per strategy and scheduler count; the serial oracle run
+        # keeps none.
+        made = sorted(f for f in os.listdir(scratch) if f.endswith(".prof"))
+        self.assertEqual(
+            [
+                "grants-ironic-3hosts-1sched-seed1.prof",
+                "grants-ironic-3hosts-2sched-seed1.prof",
+                "placement-ironic-3hosts-1sched-seed1.prof",
+                "placement-ironic-3hosts-2sched-seed1.prof",
+            ],
+            made,
+        )
+        text = out.getvalue()
+        for name in made:
+            self.assertIn(name + ":", text)
+        # 5 ms before every statement: the modelled latency shows as sleep.
+        total, areas = profiles.breakdown(os.path.join(scratch, made[0]))
+        self.assertGreater(areas["sleep"], 0.2 * total)
+        self.assertGreater(areas["sqlalchemy"], 0)

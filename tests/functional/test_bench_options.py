@@ -90,6 +90,8 @@ class BenchOptions(base.TestCase):
         self.assertIn("does not exist", line)
         self.assertIn("does not exist", self.rejected("--plot", missing))
         self.assertIn("is a directory", self.rejected("--json", self.scratch))
+        line = self.rejected("--profile", os.path.dirname(missing))
+        self.assertIn("does not exist", line)
 
     def test_database_urls(self):
         self.assertIn("--db", self.rejected("--db", "not a url"))
