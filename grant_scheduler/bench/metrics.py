@@ -132,7 +132,8 @@ def errors(raw, workload=None):
 
 def room_check(strategy, options):
     """The fresh read for one scheduler process: a callable taking the
-    request's ``Resources`` and returning True when some host fits it."""
+    request's ``Resources`` (and host names to leave out) and returning
+    True when some other host fits it."""
     own = getattr(strategy, "room_check", None)
     if own is not None:
         return own(options)
@@ -146,5 +147,9 @@ class GrantTablesRoom:
     def __init__(self, url):
         self.gs = api.GrantScheduler(db_api.Database(url))
 
-    def __call__(self, amount):
-        return any(report.state.fits(amount) for report in self.gs.hosts())
+    def __call__(self, amount, exclude=()):
+        return any(
+            report.state.fits(amount)
+            for report in self.gs.hosts()
+            if report.state.host not in exclude
+        )

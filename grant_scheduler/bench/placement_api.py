@@ -159,7 +159,7 @@ class RoomCheck:
     def __init__(self, db_url):
         self.engine = sa.create_engine(db_url, poolclass=sa.pool.NullPool)
 
-    def __call__(self, amount):
+    def __call__(self, amount, exclude=()):
         with self.engine.connect() as conn:
             usage = read_usage(conn)
         wanted = {
@@ -172,7 +172,8 @@ class RoomCheck:
                 rc in classes and classes[rc][0] + want <= classes[rc][1]
                 for rc, want in wanted.items()
             )
-            for classes in usage.values()
+            for name, classes in usage.items()
+            if name not in exclude
         )
 
 

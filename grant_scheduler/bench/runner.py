@@ -72,6 +72,7 @@ def scheduler_process(
     reply_queue,
     results,
     barrier,
+    releases,
 ):
     logging.disable(logging.WARNING)
     strategy = strategies.STRATEGIES[strategy_name]
@@ -112,6 +113,7 @@ def scheduler_process(
             profiler.enable()
         for amount in stream:
             instance_uuid = str(uuid.uuid4())
+            begun = time.monotonic()
             started = time.perf_counter()
             if strategy.retries_on_reject:
                 placed = _place_with_retries(
@@ -135,9 +137,13 @@ def scheduler_process(
             result["placed" if placed else "no_valid_host"] += 1
             # nvh_with_room: a fresh read after each NoValidHost, on its own
             # uncounted connection; metrics takes its time off the clock.
+            # Room a compute host freed after the request began is room the
+            # answer could not have seen: those hosts are left out.
             if not placed:
                 checked = time.perf_counter()
-                result["nvh_with_room"] += bool(room(amount))
+                result["nvh_with_room"] += bool(
+                    room(amount, exclude=releases.since(begun))
+                )
                 result["nvh_check_s"] += time.perf_counter() - checked
         if profiler is not None:
             profiler.disable()
@@ -171,7 +177,7 @@ def _place_with_retries(
     return False
 
 
-def compute_process(strategy_name, options, work, replies, results):
+def compute_process(strategy_name, options, work, replies, results, releases):
     logging.disable(logging.WARNING)
     strategy = strategies.STRATEGIES[strategy_name]
     result = {"claimed": 0, "rejected": 0, "released": 0, "errors": []}
@@ -191,12 +197,35 @@ def compute_process(strategy_name, options, work, replies, results):
             if reply is not None:
                 replies[reply].put(accepted)
             if accepted and rng.random() < options["churn"]:
+                releases.mark(host)
                 if side.gs.release(instance_uuid, host, node):
                     result["released"] += 1
         result.update(counts)
     except Exception:
         result["errors"].append(traceback.format_exc())
     results.put(("compute", result))
+
+
+class Releases:
+    """When compute processes last released an instance on each host, on
+    the machine's monotonic clock, shared by every process of a run."""
+
+    def __init__(self, ctx, names):
+        self.names = list(names)
+        self._index = {name: n for n, name in enumerate(self.names)}
+        self._at = ctx.Array("d", len(self.names), lock=False)
+
+    def mark(self, host):
+        """Called before the release, so no release is missed."""
+        self._at[self._index[host]] = time.monotonic()
+
+    def since(self, moment):
+        """Hosts with a release marked at or after ``moment``."""
+        return {
+            name
+            for name, at in zip(self.names, self._at)
+            if at and at >= moment
+        }
 
 
 def reset(database, workload):
@@ -227,6 +256,7 @@ def run(strategy_name, workload, schedulers, options, progress=None):
         results = ctx.Queue()
         barrier = ctx.Barrier(schedulers + 1)
         replies = [ctx.Queue() for _ in range(schedulers)]
+        releases = Releases(ctx, names)
         computes = [
             ctx.Process(
                 target=compute_process,
@@ -236,6 +266,7 @@ def run(strategy_name, workload, schedulers, options, progress=None):
                     work[n],
                     replies,
                     results,
+                    releases,
                 ),
             )
             for n in range(COMPUTES)
@@ -265,6 +296,7 @@ def run(strategy_name, workload, schedulers, options, progress=None):
                     replies[n],
                     results,
                     barrier,
+                    releases,
                 ),
             )
             for n in range(schedulers)

@@ -1,6 +1,7 @@
 """nvh_with_room and the other figures metrics derives from a raw run."""
 
 import logging
+import multiprocessing
 import queue
 import threading
 import types
@@ -68,7 +69,12 @@ class RoomAfterNoValidHost(base.DatabaseTestCase):
         self.gs.schedule(2, 4096, 40, instance_uuids=[str(uuid.uuid4())])
         self.assertFalse(self.room()(SMALL))
 
-    def run_scheduler(self, requests):
+    def test_hosts_left_out_are_not_room(self):
+        self.gs.report_host("free", "free", api.Capacity(SMALL))
+        self.assertFalse(self.room()(SMALL, exclude={"free"}))
+        self.assertTrue(self.room()(SMALL, exclude={"full"}))
+
+    def run_scheduler(self, requests, releases=None):
         fake = _AlwaysNoValidHost()
         self.useFixture(
             fixtures.MockPatchObject(
@@ -99,6 +105,7 @@ class RoomAfterNoValidHost(base.DatabaseTestCase):
             queue.Queue(),
             results,
             threading.Barrier(1),
+            releases or runner.Releases(multiprocessing, ["full", "free"]),
         )
         kind, result = results.get(timeout=5)
         self.assertEqual([], result["errors"])
@@ -113,6 +120,27 @@ class RoomAfterNoValidHost(base.DatabaseTestCase):
         # The fresh read is on its own connection: not a statement of the
         # strategy's.
         self.assertEqual(0, result["statements"])
+
+    def test_room_a_release_made_during_the_request_is_not_counted(self):
+        self.gs.report_host("free", "free", api.Capacity(SMALL))
+        releases = runner.Releases(multiprocessing, ["full", "free"])
+        self.useFixture(
+            fixtures.MockPatchObject(
+                _AlwaysNoValidHost.Side,
+                "place",
+                lambda side, amount, uuid: releases.mark("free"),
+            )
+        )
+        result = self.run_scheduler(3, releases)
+        self.assertEqual(3, result["no_valid_host"])
+        self.assertEqual(0, result["nvh_with_room"])
+
+    def test_a_release_before_the_request_began_still_counts(self):
+        self.gs.report_host("free", "free", api.Capacity(SMALL))
+        releases = runner.Releases(multiprocessing, ["full", "free"])
+        releases.mark("free")
+        result = self.run_scheduler(3, releases)
+        self.assertEqual(3, result["nvh_with_room"])
 
     def test_scheduler_counts_nothing_when_the_cloud_is_full(self):
         result = self.run_scheduler(3)
