@@ -39,8 +39,11 @@ _UNVERIFIED = "pending"
 
 def _insert_unverified(conn, db, host_id, ask, before_commit):
     # NOTE: no ticket is taken, so no node row lock orders the inserts; the
-    # column still needs a unique value, which decides nothing here.
-    ticket = -random.getrandbits(62)
+    # column still needs a unique value, which decides nothing here.  It is
+    # positive, far above any issued ticket: MySQL's LAST_INSERT_ID(expr),
+    # through which the compute side reads a consumed grant's ticket, is
+    # unsigned and turns a negative one into an out-of-range value.
+    ticket = (1 << 62) + random.getrandbits(61)
     grant_id = grants.insert(conn, db, host_id, ticket, ask, _UNVERIFIED)
     if before_commit is not None:
         before_commit(grant_id=grant_id, ticket=ticket)

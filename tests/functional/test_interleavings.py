@@ -171,6 +171,30 @@ class CommitOrder(InterleavingTestCase):
 
 
 @base.with_scenarios(base.ALL_BACKENDS)
+class NaiveBaselineClaims(InterleavingTestCase):
+    def test_a_compute_consumes_naive_grants_on_a_node_it_knows(self):
+        # The second claim on a node takes the three-statement path, whose
+        # ticket comes back through LAST_INSERT_ID on MySQL: the naive
+        # baseline's tickets must survive it (a negative one came back as
+        # an unsigned 64-bit number and failed the mark's UPDATE).
+        admin = self.add_hosts(1, capacity=api.Resources(2, 2048, 20))
+        naive = self.gs(store_cls=baselines.NaiveStore)
+        compute = self.gs()
+        for _ in range(2):
+            [selection] = self.schedule(naive)
+            outcome = compute.claim(
+                selection.instance_uuid,
+                selection.host,
+                selection.node,
+                ONE_SLOT,
+            )
+            self.assertEqual(selection.ticket, outcome.grant_ticket)
+        [report] = admin.hosts()
+        self.assertEqual(api.Resources(2, 2048, 20), report.claimed)
+        self.assertEqual([], admin.check())
+
+
+@base.with_scenarios(base.ALL_BACKENDS)
 class FreshRow(InterleavingTestCase):
     """H2: the grant is decided on what committed after the view was read,
     never on the view."""
