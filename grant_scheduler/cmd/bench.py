@@ -317,7 +317,8 @@ def parser():
         metavar="DIR",
         help="Profile the first scheduler process of each run (cProfile, "
         "from the start of the clock to its last request): one .prof file "
-        "per run in DIR and its most costly calls printed.",
+        "per run in DIR and its own time by area printed.  The profiled "
+        "process runs slower: read rates from a run without it.",
     )
     return p
 
@@ -390,7 +391,11 @@ def main(argv=None):
 
 
 def _print_profiles(directory, rows):
-    print("\nProfiles of the first scheduler process (own time by area):")
+    print(
+        "\nProfiles of the first scheduler process (own time by area; "
+        "profiling slowed it, so the rates above are not comparable with "
+        "a run without --profile):"
+    )
     for name, meaning in profiles.AREAS:
         print("  %s: %s" % (name, meaning))
     for row in rows:
