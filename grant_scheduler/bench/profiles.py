@@ -6,6 +6,7 @@ whether a run was bound by round trips to the database, by SQLAlchemy, or
 by grant_scheduler's own code.
 """
 
+import json
 import os
 import pstats
 
@@ -28,6 +29,22 @@ def path(directory, strategy_name, workload, hosts, schedulers, seed):
         "%s-%s-%dhosts-%dsched-seed%d.prof"
         % (strategy_name, workload, hosts, schedulers, seed),
     )
+
+
+def write_clocks(profile, wall_s, cpu_s):
+    """Keep beside ``profile`` the wall and CPU seconds it covered."""
+    with open(profile + ".clocks.json", "w") as f:
+        json.dump({"wall_s": wall_s, "cpu_s": cpu_s}, f)
+
+
+def read_clocks(profile):
+    """``(wall seconds, CPU seconds)`` of ``profile``, or None."""
+    try:
+        with open(profile + ".clocks.json") as f:
+            clocks = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return clocks["wall_s"], clocks["cpu_s"]
 
 
 def _area(filename, function):
@@ -71,8 +88,19 @@ def describe(filename):
         for name, _ in AREAS
         if areas[name]
     )
-    return "%s: %.2f s profiled: %s" % (
+    line = "%s: %.2f s profiled: %s" % (
         os.path.basename(filename),
         total,
         shares,
     )
+    clocks = read_clocks(filename)
+    if clocks is not None and clocks[0]:
+        # NOTE: cProfile times by the wall clock: a process waiting for a
+        # core has that time charged to whatever it was running.  Its own
+        # CPU time says how much of the wall it actually computed.
+        line += "; the process computed %.2f s of %.2f s (%.0f%%)" % (
+            clocks[1],
+            clocks[0],
+            100 * clocks[1] / clocks[0],
+        )
+    return line

@@ -110,6 +110,7 @@ def scheduler_process(
             profiler = cProfile.Profile()
         barrier.wait(RESULT_TIMEOUT)
         if profiler is not None:
+            clocks = (time.perf_counter(), time.process_time())
             profiler.enable()
         for amount in stream:
             instance_uuid = str(uuid.uuid4())
@@ -148,6 +149,11 @@ def scheduler_process(
         if profiler is not None:
             profiler.disable()
             profiler.dump_stats(options["profile_path"])
+            profiles.write_clocks(
+                options["profile_path"],
+                wall_s=time.perf_counter() - clocks[0],
+                cpu_s=time.process_time() - clocks[1],
+            )
         result.update(counts)
         result["attempts"] = side.attempts
         result["conflicts"] = side.conflicts

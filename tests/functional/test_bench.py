@@ -100,6 +100,11 @@ class BenchProfile(base.TestCase):
         # One per strategy and scheduler count; the serial oracle run
         # keeps none.
         made = sorted(f for f in os.listdir(scratch) if f.endswith(".prof"))
+        for name in made:
+            wall, cpu = profiles.read_clocks(os.path.join(scratch, name))
+            # Mostly asleep (5 ms per statement): less CPU than wall.
+            self.assertGreater(wall, 0)
+            self.assertLess(cpu, wall)
         self.assertEqual(
             [
                 "grants-ironic-3hosts-1sched-seed1.prof",
@@ -112,6 +117,7 @@ class BenchProfile(base.TestCase):
         text = out.getvalue()
         for name in made:
             self.assertIn(name + ":", text)
+        self.assertIn("the process computed", text)
         # 5 ms before every statement: the modelled latency shows as sleep.
         total, areas = profiles.breakdown(os.path.join(scratch, made[0]))
         self.assertGreater(areas["sleep"], 0.2 * total)
