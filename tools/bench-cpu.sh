@@ -4,7 +4,9 @@
 # workers) and of the database servers (MariaDB and PostgreSQL), and the
 # share of the machine's cores they used together.  A run that keeps every
 # core busy is bound by CPU, not by the database's commit rate or by round
-# trips.
+# trips.  The servers' CPU is read from the processes that exist before
+# and after the command: MariaDB's threads are all counted, PostgreSQL's
+# per-connection backends that exit during the command are not.
 #
 #   tools/bench-cpu.sh grant-scheduler-bench --db mysql+pymysql://... ...
 set -euo pipefail
