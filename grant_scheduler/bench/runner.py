@@ -203,9 +203,13 @@ def compute_process(strategy_name, options, work, replies, results, releases):
             if reply is not None:
                 replies[reply].put(accepted)
             if accepted and rng.random() < options["churn"]:
+                # NOTE: marked before (a read racing the release) and
+                # after (a release that began before the request and
+                # committed after its fresh read).
                 releases.mark(host)
                 if side.gs.release(instance_uuid, host, node):
                     result["released"] += 1
+                releases.mark(host)
         result.update(counts)
     except Exception:
         result["errors"].append(traceback.format_exc())
@@ -222,7 +226,8 @@ class Releases:
         self._at = ctx.Array("d", len(self.names), lock=False)
 
     def mark(self, host):
-        """Called before the release, so no release is missed."""
+        """Called before the release and after it, so that no release in
+        flight at any moment of a request is missed."""
         self._at[self._index[host]] = time.monotonic()
 
     def since(self, moment):
