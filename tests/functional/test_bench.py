@@ -13,34 +13,45 @@ from tests import base
 SAFE_AND_NAIVE = "legacy,placement,grants,grants-naive"
 
 
+def run_bench(url, strategies, schedulers, *extra):
+    """``ironic`` on three hosts, claims at once: ``(status, output)``."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        status = bench.main(
+            [
+                "--db",
+                url,
+                "--strategies",
+                strategies,
+                "--schedulers",
+                schedulers,
+                "--hosts",
+                "3",
+                "--workloads",
+                "ironic",
+                "--build-delay-ms",
+                "0",
+                *extra,
+            ]
+        )
+    return status, out.getvalue()
+
+
 @base.with_scenarios(base.ALL_BACKENDS)
 class BenchSmoke(base.DatabaseTestCase):
     def test_tiny_run_reports_every_key_and_no_overcommit(self):
         scratch = self.useFixture(base.fixtures.TempDir()).path
         path = os.path.join(scratch, "b.json")
         picture = os.path.join(scratch, "b.png")
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            status = bench.main(
-                [
-                    "--db",
-                    self.db_fixture.url,
-                    "--strategies",
-                    SAFE_AND_NAIVE,
-                    "--schedulers",
-                    "2",
-                    "--hosts",
-                    "3",
-                    "--workloads",
-                    "ironic",
-                    "--build-delay-ms",
-                    "0",
-                    "--json",
-                    path,
-                    "--plot",
-                    picture,
-                ]
-            )
+        status, text = run_bench(
+            self.db_fixture.url,
+            SAFE_AND_NAIVE,
+            "2",
+            "--json",
+            path,
+            "--plot",
+            picture,
+        )
         self.assertEqual(0, status)
         with open(picture, "rb") as f:
             self.assertEqual(b"\x89PNG\r\n\x1a\n", f.read(8))
@@ -66,7 +77,6 @@ class BenchSmoke(base.DatabaseTestCase):
         self.assertEqual(0, by_strategy["grants"]["spurious_no_valid_host"])
         self.assertEqual(0, by_strategy["grants"]["nvh_with_room"])
         self.assertEqual(0, by_strategy["placement"]["failed_builds"])
-        text = out.getvalue()
         self.assertIn("grants-naive (UNSAFE)", text)
         self.assertLessEqual(max(len(line) for line in text.splitlines()), 120)
 
@@ -74,28 +84,15 @@ class BenchSmoke(base.DatabaseTestCase):
 class BenchProfile(base.TestCase):
     def test_profile_keeps_one_file_per_run_and_says_where_time_went(self):
         scratch = self.useFixture(base.fixtures.TempDir()).path
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            status = bench.main(
-                [
-                    "--db",
-                    "sqlite:///%s" % os.path.join(scratch, "b.sqlite"),
-                    "--strategies",
-                    "grants,placement",
-                    "--schedulers",
-                    "1,2",
-                    "--hosts",
-                    "3",
-                    "--workloads",
-                    "ironic",
-                    "--build-delay-ms",
-                    "0",
-                    "--latency-ms",
-                    "5",
-                    "--profile",
-                    scratch,
-                ]
-            )
+        status, text = run_bench(
+            "sqlite:///%s" % os.path.join(scratch, "b.sqlite"),
+            "grants,placement",
+            "1,2",
+            "--latency-ms",
+            "5",
+            "--profile",
+            scratch,
+        )
         self.assertEqual(0, status)
         # One per strategy and scheduler count; the serial oracle run
         # keeps none.
@@ -114,7 +111,6 @@ class BenchProfile(base.TestCase):
             ],
             made,
         )
-        text = out.getvalue()
         for name in made:
             self.assertIn(name + ":", text)
         self.assertIn("the process computed", text)
