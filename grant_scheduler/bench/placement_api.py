@@ -57,6 +57,7 @@ import uuid
 import sqlalchemy as sa
 
 from grant_scheduler import exception
+from grant_scheduler.db import sa_compat
 
 NAME = "placement-api"
 INSTALL_HINT = (
@@ -99,15 +100,17 @@ def provider_uuid(host):
 
 def placement_db_url(bench_url):
     """The database placement gets next to the benchmark's own."""
-    url = sa.engine.make_url(bench_url)
+    url = sa_compat.make_url(bench_url)
     if url.get_backend_name() == "sqlite":
         if not url.database or url.database == ":memory:":
             raise exception.GrantSchedulerError(
                 "placement-api needs a SQLite file or a database server, "
                 "not %s" % bench_url
             )
-        return url.set(database=url.database + ".placement")
-    return url.set(database="%s_placement" % (url.database or "gs_bench"))
+        return sa_compat.url_with_database(url, url.database + ".placement")
+    return sa_compat.url_with_database(
+        url, "%s_placement" % (url.database or "gs_bench")
+    )
 
 
 # -- reading placement's tables ------------------------------------------
@@ -373,7 +376,7 @@ def _admin_execute(db_url, statements):
     try:
         with engine.connect() as conn:
             for statement in statements:
-                conn.exec_driver_sql(statement)
+                sa_compat.execute_text(conn, statement)
     finally:
         engine.dispose()
 
