@@ -24,6 +24,7 @@ KEYS = (
     "hosts",
     "seed",
     "placed",
+    "placed_vcpus",
     "no_valid_host",
     "nvh_with_room",
     "spurious_no_valid_host",
@@ -34,6 +35,7 @@ KEYS = (
     "p99_ms",
     "attempts_per_placement",
     "conflicts_per_placement",
+    "conflicts_ending_no_valid_host",
     "db_statements_per_placement",
     "db_commits_per_placement",
     "db_commit_ceiling_per_s",
@@ -85,6 +87,7 @@ def summarise(
         "hosts": workload.hosts,
         "seed": seed,
         "placed": placed,
+        "placed_vcpus": sum(r.get("placed_vcpus", 0) for r in sched),
         "no_valid_host": nvh,
         "nvh_with_room": sum(r.get("nvh_with_room", 0) for r in sched),
         "spurious_no_valid_host": (
@@ -102,6 +105,9 @@ def summarise(
         ),
         "conflicts_per_placement": round(
             sum(r["conflicts"] for r in sched) / per, 2
+        ),
+        "conflicts_ending_no_valid_host": sum(
+            r.get("nvh_conflicts", 0) for r in sched
         ),
         "db_statements_per_placement": round(statements / per, 1),
         "db_commits_per_placement": round(commits / per, 1),

@@ -79,10 +79,12 @@ def scheduler_process(
     result = {
         "latencies": [],
         "placed": 0,
+        "placed_vcpus": 0,
         "no_valid_host": 0,
         "errors": [],
         "attempts": 0,
         "conflicts": 0,
+        "nvh_conflicts": 0,
         "nvh_with_room": 0,
         "nvh_check_s": 0.0,
     }
@@ -115,6 +117,7 @@ def scheduler_process(
         for amount in stream:
             instance_uuid = str(uuid.uuid4())
             begun = time.monotonic()
+            conflicts = side.conflicts
             started = time.perf_counter()
             if strategy.retries_on_reject:
                 placed = _place_with_retries(
@@ -136,6 +139,10 @@ def scheduler_process(
                     )
             result["latencies"].append(time.perf_counter() - started)
             result["placed" if placed else "no_valid_host"] += 1
+            if placed:
+                result["placed_vcpus"] += amount.vcpus
+            else:
+                result["nvh_conflicts"] += side.conflicts - conflicts
             # nvh_with_room: a fresh read after each NoValidHost, on its own
             # uncounted connection; metrics takes its time off the clock.
             # Room a compute host freed after the request began is room the

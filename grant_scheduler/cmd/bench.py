@@ -487,6 +487,24 @@ def _names_of(rows):
     return ", ".join(names[:-1]) + " and " + names[-1]
 
 
+def _short(row, fits, fits_vcpus):
+    text = "%s placed %d of the %d instances a serial run placed" % (
+        _label(row),
+        row["placed"],
+        fits,
+    )
+    vcpus = row.get("placed_vcpus")
+    if fits_vcpus is not None and vcpus is not None:
+        # NOTE: with several flavours, fewer instances can be the same
+        # capacity in larger ones.
+        text += " (%d vCPUs against its %d%s)" % (
+            vcpus,
+            fits_vcpus,
+            ": larger flavours" if vcpus >= fits_vcpus else "",
+        )
+    return text
+
+
 def summary(rows, context, build_delay_ms):
     """One paragraph saying what the rows show, derived from them."""
     if not rows:
@@ -558,8 +576,7 @@ def summary(rows, context, build_delay_ms):
     if short:
         sentences.append(
             "; ".join(
-                "%s placed %d of the %d a serial run placed"
-                % (_label(r), r["placed"], fits)
+                _short(r, fits, context.get("serial_placed_vcpus"))
                 for r in short
             )
             + "."
@@ -652,7 +669,10 @@ def _run_all(args, url):
                     context[(name, hosts, seed)] = {
                         "serial_placed": sum(
                             r["placed"] for r in serial["schedulers"]
-                        )
+                        ),
+                        "serial_placed_vcpus": sum(
+                            r["placed_vcpus"] for r in serial["schedulers"]
+                        ),
                     }
                     for strategy_name in args.strategies:
                         strategy = strategies.STRATEGIES[strategy_name]

@@ -74,6 +74,8 @@ class BenchSmoke(base.DatabaseTestCase):
         # Every one of the three capacity-one hosts ends up used.
         self.assertEqual(3, by_strategy["grants"]["placed"])
         self.assertEqual(3, by_strategy["placement"]["placed"])
+        # ironic's one flavour is a whole 32-vCPU node.
+        self.assertEqual(3 * 32, by_strategy["grants"]["placed_vcpus"])
         self.assertEqual(0, by_strategy["grants"]["spurious_no_valid_host"])
         self.assertEqual(0, by_strategy["grants"]["nvh_with_room"])
         self.assertEqual(0, by_strategy["placement"]["failed_builds"])

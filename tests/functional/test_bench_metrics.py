@@ -142,6 +142,19 @@ class RoomAfterNoValidHost(base.DatabaseTestCase):
         result = self.run_scheduler(3, releases)
         self.assertEqual(3, result["nvh_with_room"])
 
+    def test_conflicts_of_requests_answered_no_valid_host_are_counted(self):
+        def lose_twice(side, amount, uuid):
+            side.conflicts += 2
+
+        self.useFixture(
+            fixtures.MockPatchObject(
+                _AlwaysNoValidHost.Side, "place", lose_twice
+            )
+        )
+        result = self.run_scheduler(3)
+        self.assertEqual(6, result["nvh_conflicts"])
+        self.assertEqual(0, result["placed_vcpus"])
+
     def test_scheduler_counts_nothing_when_the_cloud_is_full(self):
         result = self.run_scheduler(3)
         self.assertEqual(3, result["no_valid_host"])
@@ -158,6 +171,8 @@ class Summarise(base.TestCase):
             "nvh_check_s": 0.5,
             "attempts": 12,
             "conflicts": 3,
+            "nvh_conflicts": 1,
+            "placed_vcpus": 20,
             "statements": 100,
             "commits": 20,
             "errors": [],
@@ -186,6 +201,8 @@ class Summarise(base.TestCase):
         # 20 placed in 2.5 s less the longest fresh-read pause (0.5 s).
         self.assertEqual(10.0, row["placements_per_s"])
         self.assertEqual(15.0, row["db_statements_per_placement"])
+        self.assertEqual(40, row["placed_vcpus"])
+        self.assertEqual(2, row["conflicts_ending_no_valid_host"])
 
     def test_a_service_adds_its_statements(self):
         workload = workloads.make("fill", 4)

@@ -111,6 +111,23 @@ class Summary(base.TestCase):
             text,
         )
 
+    def test_fewer_instances_of_the_same_capacity_are_told_apart(self):
+        rows = [
+            row("placement", workload="mixed", placed=106, placed_vcpus=320),
+            row("grants", workload="mixed", placed=93, placed_vcpus=320),
+            row("legacy", workload="mixed", placed=90, placed_vcpus=300),
+        ]
+        context = {"serial_placed": 103, "serial_placed_vcpus": 320}
+        text = " ".join(bench.summary(rows, context, 200).split())
+        self.assertIn(
+            "grants placed 93 of the 103 instances a serial run placed "
+            "(320 vCPUs against its 320: larger flavours)",
+            text,
+        )
+        self.assertIn("legacy placed 90 of the 103 instances", text)
+        self.assertIn("(300 vCPUs against its 320).", text)
+        self.assertNotIn("placement placed", text)
+
 
 class _Terminal(io.StringIO):
     def isatty(self):
