@@ -12,10 +12,6 @@ latency is taken, and its time is taken off the run's clock (see
 from grant_scheduler import api
 from grant_scheduler.db import api as db_api
 
-# NOTE: a grant between its write and its verdict; hosts() sums only the
-# won ones, so the fresh read adds these (a literal, as only this read
-# needs to know the state's name).
-
 KEYS = (
     "strategy",
     "unsafe",
@@ -138,8 +134,8 @@ def errors(raw, workload=None):
 
 def room_check(strategy, options):
     """The fresh read for one scheduler process: a callable taking the
-    request's ``Resources`` (and host names to leave out) and returning
-    True when some other host fits it."""
+    request's ``Resources`` and returning the names of the hosts that fit
+    it now."""
     own = getattr(strategy, "room_check", None)
     if own is not None:
         return own(options)
@@ -153,9 +149,9 @@ class GrantTablesRoom:
     def __init__(self, url):
         self.gs = api.GrantScheduler(db_api.Database(url))
 
-    def __call__(self, amount, exclude=()):
-        return any(
-            report.state.fits(amount)
+    def __call__(self, amount):
+        return {
+            report.state.host
             for report in self.gs.hosts()
-            if report.state.host not in exclude
-        )
+            if report.state.fits(amount)
+        }

@@ -156,13 +156,13 @@ def overcommitted_in(usage):
 
 
 class RoomCheck:
-    """``nvh_with_room`` for placement-api: does some provider fit
-    ``amount`` in a fresh read of placement's tables?"""
+    """``nvh_with_room`` for placement-api: the providers that fit
+    ``amount`` in a fresh read of placement's tables."""
 
     def __init__(self, db_url):
         self.engine = sa.create_engine(db_url, poolclass=sa.pool.NullPool)
 
-    def __call__(self, amount, exclude=()):
+    def __call__(self, amount):
         with self.engine.connect() as conn:
             usage = read_usage(conn)
         wanted = {
@@ -170,14 +170,14 @@ class RoomCheck:
             for name, field in CLASSES
             if getattr(amount, field)
         }
-        return any(
-            all(
+        return {
+            name
+            for name, classes in usage.items()
+            if all(
                 rc in classes and classes[rc][0] + want <= classes[rc][1]
                 for rc, want in wanted.items()
             )
-            for name, classes in usage.items()
-            if name not in exclude
-        )
+        }
 
 
 # -- HTTP ----------------------------------------------------------------

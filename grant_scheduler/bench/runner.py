@@ -146,11 +146,14 @@ def scheduler_process(
             # nvh_with_room: a fresh read after each NoValidHost, on its own
             # uncounted connection; metrics takes its time off the clock.
             # Room a compute host freed after the request began is room the
-            # answer could not have seen: those hosts are left out.
+            # answer could not have seen: those hosts are left out, asked
+            # for after the read, since a release that began after the
+            # answer may have committed before the read.
             if not placed:
                 checked = time.perf_counter()
+                fitting = room(amount)
                 result["nvh_with_room"] += bool(
-                    room(amount, exclude=releases.since(begun))
+                    fitting - releases.since(begun)
                 )
                 result["nvh_check_s"] += time.perf_counter() - checked
         if profiler is not None:
