@@ -33,6 +33,17 @@ class Ask:
 
 
 @dataclasses.dataclass(frozen=True)
+class Known:
+    """The node rows a reader holds already, so a read can leave out the
+    ones that have not changed."""
+
+    stamps: dict
+    """``{host id: stamp}``: the change time of each row as it was read."""
+    newest: datetime.datetime
+    """The newest of ``stamps``: a row stamped after it is new."""
+
+
+@dataclasses.dataclass(frozen=True)
 class Build:
     """One instance arriving on a compute node to be claimed."""
 
@@ -140,9 +151,11 @@ class Store(typing.Protocol):
         :returns: False when there was no such node.
         """
 
-    def read_hosts(self, since=None):
+    def read_hosts(self, since=None, known=None):
         """Nodes whose row changed at or after ``since`` (all when None).
 
+        :param known: a ``Known``: rows still stamped as it holds them are
+            left out (only their stamps are read).
         :returns: ``[(HostState, stamp)]``, ``stamp`` the row's change
             time on the database's clock.
         """

@@ -6,8 +6,9 @@ row and refreshes it, per request, with one statement: the rows stamped
 (``gs_hosts.updated_at``, indexed) since the newest stamp it has seen,
 less an ``overlap`` window for writes stamped before that read and
 committed after it; every ``resync_interval`` seconds it reads every row
-again.  A decision therefore costs a read of what changed, not of every
-node (DESIGN section 5, scale).
+again.  Rows in the overlap window whose stamp is the one the cache holds
+come back as their stamps alone (``storage.Known``).  A decision therefore
+costs a read of what changed, not of every node (DESIGN section 5, scale).
 
 The view may be stale; staleness never costs safety, only a lost grant:
 a grant is decided by the database in its own write, and the node's row
@@ -24,6 +25,7 @@ import datetime
 import time
 
 from grant_scheduler import decision
+from grant_scheduler import storage
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,6 +132,8 @@ class ViewCache:
         self._clock = clock or time.monotonic
         self._states = {}
         self._free = {}
+        self._stamps = {}
+        """``{host id: stamp}`` of each cached row as it was read."""
         self._newest = None
         self._resync_at = None
         self.rows_read = 0
@@ -145,10 +149,13 @@ class ViewCache:
         since = None
         if not full and self._newest is not None:
             since = self._newest - self.overlap
-        changes = self.store.read_hosts(since)
+        known = None
+        if since is not None:
+            known = storage.Known(self._stamps, self._newest)
+        changes = self.store.read_hosts(since, known)
         previous = self._free
         if full:
-            self._states, self._free = {}, {}
+            self._states, self._free, self._stamps = {}, {}, {}
             self._resync_at = now + self.resync_interval
             self.full_reads += 1
         self.others_granted = False
@@ -165,6 +172,7 @@ class ViewCache:
                 # another scheduler's grant does.
                 self.others_granted = True
             _put(self._states, self._free, state.host_id, state)
+            self._stamps[state.host_id] = stamp
             if stamp is not None and (
                 self._newest is None or stamp > self._newest
             ):

@@ -58,6 +58,22 @@ def columns(table, prefix="", suffix=""):
     return [table.c[prefix + name + suffix] for name in DIMENSIONS]
 
 
+HOST_STATE_COLUMNS = (
+    [HOSTS.c.host, HOSTS.c.node, HOSTS.c.node_uuid]
+    + columns(HOSTS)
+    + columns(HOSTS, prefix="reserved_")
+    + [
+        HOSTS.c.cpu_allocation_ratio,
+        HOSTS.c.ram_allocation_ratio,
+        HOSTS.c.disk_allocation_ratio,
+    ]
+    + columns(HOSTS, suffix="_used")
+    + columns(HOSTS, prefix="granted_")
+    + columns(HOSTS, prefix="limit_")
+)
+"""What ``host_state`` reads of a ``gs_hosts`` row, beside its id."""
+
+
 def values(resources, prefix="", suffix=""):
     """``{column: value}`` for a ``Resources`` in prefixed columns."""
     return {

@@ -58,8 +58,8 @@ class Store:
     def delete_host(self, host, node):
         return self._delete(host, node)
 
-    def read_hosts(self, since=None):
-        return self._read(since)
+    def read_hosts(self, since=None, known=None):
+        return self._read(since, known)
 
     def host_state(self, host_id):
         return self._one(host_id)

@@ -56,6 +56,50 @@ class ViewCache(base.DatabaseTestCase):
         self.cache.view()
         self.assertEqual(20, self.cache.rows_read - before)
 
+    def default_cache(self):
+        settings = api.Settings()
+        return gs_view.ViewCache(
+            gs_store.Store(self.db),
+            resync_interval=settings.view_resync_interval,
+            overlap=settings.view_overlap,
+        )
+
+    def test_rows_read_again_in_the_overlap_come_back_only_if_changed(self):
+        # Every row was stamped within the default overlap: each refresh
+        # looks at all of them again, but reads only the changed one whole.
+        cache = self.default_cache()
+        cache.view()
+        self.assertEqual(20, cache.rows_read)
+        cache.view()
+        self.assertEqual(20, cache.rows_read)
+        self.gs.claim(str(uuid.uuid4()), "h03", "h03", SLOT)
+        view = cache.view()
+        self.assertEqual(21, cache.rows_read)
+        self.assertEqual(SLOT, self.states(view)["h03"].used)
+
+    def test_a_late_commit_in_the_overlap_is_read_whole(self):
+        cache = self.default_cache()
+        cache.view()
+        # A write stamped before the newest row the cache read, committed
+        # after its read: the stamp differs from the one the cache holds.
+        [stamp] = [
+            s
+            for h, s in cache._stamps.items()
+            if cache._states[h].host == "h05"
+        ]
+        with self.db.writer() as conn:
+            conn.execute(
+                models.hosts.update()
+                .where(models.hosts.c.host == "h05")
+                .values(
+                    vcpus_used=1,
+                    updated_at=stamp - datetime.timedelta(milliseconds=1),
+                )
+            )
+        view = cache.view()
+        self.assertEqual(21, cache.rows_read)
+        self.assertEqual(1, self.states(view)["h05"].used.vcpus)
+
     def test_live_grants_are_in_the_rows(self):
         self.cache.view()
         [selection] = self.gs.schedule(*SLOT.as_dict().values())

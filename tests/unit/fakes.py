@@ -23,6 +23,7 @@ class FakeStore:
         self.grants = {}  # (host id, ticket) -> resources
         self.withdrawn = []
         self.reads = []
+        self.known = []
         self.offered = []  # the host ids of each grant call
         self.before_grant = None
         self.fail_after_write = None
@@ -54,8 +55,12 @@ class FakeStore:
             del self.states[state.host_id]
         return bool(found)
 
-    def read_hosts(self, since=None):
+    def read_hosts(self, since=None, known=None):
         self.reads.append(since)
+        # NOTE: a copy: the cache goes on updating the stamps it passed.
+        self.known.append(
+            known and storage.Known(dict(known.stamps), known.newest)
+        )
         return [
             (
                 dataclasses.replace(s),

@@ -89,6 +89,21 @@ class TestCache(base.TestCase):
         self.assertIsNone(store.reads[2])
         self.assertEqual(2, cache.full_reads)
 
+    def test_tells_the_store_which_rows_it_holds_and_their_stamps(self):
+        store, cache = self.make(lambda: 0.0)
+        cache.view()
+        self.assertEqual([None], store.known)
+        cache.view()
+        known = store.known[1]
+        self.assertEqual(
+            {
+                host_id: fakes._EPOCH + datetime.timedelta(seconds=n + 1)
+                for n, host_id in enumerate(store.states)
+            },
+            known.stamps,
+        )
+        self.assertEqual(max(known.stamps.values()), known.newest)
+
     def test_a_view_is_a_copy(self):
         store, cache = self.make(lambda: 0.0)
         view = cache.view()
