@@ -7,7 +7,8 @@ One line per workload, host count, seed and scheduler count: each
 strategy's placements per second, grants' rate divided by each other's,
 and grants' conflicts, statements and commits per placement and its
 NoValidHost answers given while a host had room (``NVH room``); then what
-each strategy placed and the hosts it overcommitted (``over``).  ``model``
+each strategy placed, how busy the machine's cores were during each run
+(``CPU %``) and the hosts it overcommitted (``over``).  ``model``
 is the placement model, ``api`` the real placement service.
 """
 
@@ -55,12 +56,12 @@ def ratios(rows):
                 grants["db_commits_per_placement"],
                 grants["nvh_with_room"],
             ]
-        for key in ("placed", "overcommitted_hosts"):
+        for key in ("placed", "cpu_busy_pct", "overcommitted_hosts"):
             line.append(
                 " ".join(
                     "%s:%d" % (_short(name), row[key])
                     for name, row in by_name.items()
-                    if row[key] or key == "placed"
+                    if row.get(key) or key == "placed"
                 )
                 or "-"
             )
@@ -70,7 +71,7 @@ def ratios(rows):
         + ["%s/s" % _short(name) for name in ["grants"] + others]
         + ["x %s" % _short(name) for name in others]
         + ["confl/pl", "stmts/pl", "commits/pl", "NVH room"]
-        + ["placed", "over"]
+        + ["placed", "CPU %", "over"]
     )
     return tabulate.tabulate(table, headers=headers, disable_numparse=True)
 

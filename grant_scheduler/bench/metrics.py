@@ -35,6 +35,7 @@ KEYS = (
     "db_statements_per_placement",
     "db_commits_per_placement",
     "db_commit_ceiling_per_s",
+    "cpu_busy_pct",
     "scheduler_rss_mb",
 )
 
@@ -108,6 +109,11 @@ def summarise(
         "db_statements_per_placement": round(statements / per, 1),
         "db_commits_per_placement": round(commits / per, 1),
         "db_commit_ceiling_per_s": round(ceiling, 1),
+        "cpu_busy_pct": (
+            None
+            if raw.get("cpu_busy") is None
+            else round(100 * raw["cpu_busy"])
+        ),
         "scheduler_rss_mb": round(
             max((r.get("rss_kib", 0) for r in sched), default=0) / 1024, 1
         ),
@@ -155,3 +161,46 @@ class GrantTablesRoom:
             for report in self.gs.hosts()
             if report.state.fits(amount)
         }
+
+
+# -- cpu_busy_pct ----------------------------------------------------------
+
+PROC_STAT = "/proc/stat"
+
+
+def cpu_ticks(text):
+    """``(busy, total)`` ticks of every core from ``/proc/stat``'s text."""
+    fields = text.split("\n", 1)[0].split()
+    if not fields or fields[0] != "cpu":
+        raise ValueError("not /proc/stat: %r" % text[:40])
+    # user nice system idle iowait irq softirq steal (guest time is
+    # already counted in user and nice).
+    ticks = [int(value) for value in fields[1:9]]
+    idle = ticks[3] + ticks[4]
+    return sum(ticks) - idle, sum(ticks)
+
+
+class MachineCpu:
+    """How busy the machine's cores were between ``start`` and ``share``:
+    every process counts (database servers, benchmark, anything else), so
+    a run near 100% was bound by CPU.  None where there is no /proc."""
+
+    def __init__(self, path=PROC_STAT):
+        self.path = path
+        self._start = None
+
+    def _read(self):
+        try:
+            with open(self.path) as f:
+                return cpu_ticks(f.read())
+        except (OSError, ValueError):
+            return None
+
+    def start(self):
+        self._start = self._read()
+
+    def share(self):
+        end = self._read()
+        if self._start is None or end is None or end[1] <= self._start[1]:
+            return None
+        return (end[0] - self._start[0]) / (end[1] - self._start[1])

@@ -327,6 +327,8 @@ def run(strategy_name, workload, schedulers, options, progress=None):
         # NOTE: the clock starts once every scheduler process has imported
         # and built its side, so start-up is not counted as scheduling.
         barrier.wait(START_TIMEOUT)
+        cpu = metrics.MachineCpu()
+        cpu.start()
         started = time.perf_counter()
         overcommitted = set()
         scheduler_results = []
@@ -351,6 +353,7 @@ def run(strategy_name, workload, schedulers, options, progress=None):
             if progress:
                 progress(len(scheduler_results), schedulers)
         elapsed = time.perf_counter() - started
+        cpu_busy = cpu.share()
         for queue in work:
             queue.put(STOP)
         while len(compute_results) < COMPUTES:
@@ -362,6 +365,7 @@ def run(strategy_name, workload, schedulers, options, progress=None):
             "schedulers": scheduler_results,
             "computes": compute_results,
             "elapsed_s": elapsed,
+            "cpu_busy": cpu_busy,
             "overcommitted_hosts": len(overcommitted),
             "checkpoints": checkpoints,
         }

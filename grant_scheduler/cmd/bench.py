@@ -600,6 +600,18 @@ def summary(rows, context, build_delay_ms):
                 ),
             )
         )
+    busy = [r for r in top if r.get("cpu_busy_pct") is not None]
+    if busy:
+        sentences.append(
+            "The machine's %s were busy at %d: %s."
+            % (
+                _count(os.cpu_count() or 1, "core"),
+                most,
+                ", ".join(
+                    "%s %d%%" % (_label(r), r["cpu_busy_pct"]) for r in busy
+                ),
+            )
+        )
     ranked = sorted(top, key=lambda r: r["placements_per_s"], reverse=True)
     speed = "Placements per second at %d: %s" % (
         most,

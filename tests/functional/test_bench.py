@@ -76,6 +76,9 @@ class BenchSmoke(base.DatabaseTestCase):
         self.assertEqual(3, by_strategy["placement"]["placed"])
         # ironic's one flavour is a whole 32-vCPU node.
         self.assertEqual(3 * 32, by_strategy["grants"]["placed_vcpus"])
+        for row in rows:
+            self.assertGreater(row["cpu_busy_pct"], 0)
+            self.assertLessEqual(row["cpu_busy_pct"], 100)
         self.assertEqual(0, by_strategy["grants"]["spurious_no_valid_host"])
         self.assertEqual(0, by_strategy["grants"]["nvh_with_room"])
         self.assertEqual(0, by_strategy["placement"]["failed_builds"])

@@ -218,6 +218,11 @@ class Summarise(base.TestCase):
         self.assertEqual(15.0, row["db_statements_per_placement"])
         self.assertEqual(40, row["placed_vcpus"])
         self.assertEqual(2, row["conflicts_ending_no_valid_host"])
+        self.assertIsNone(row["cpu_busy_pct"])
+        row = metrics.summarise(
+            strategy, workload, 2, self.raw(cpu_busy=0.874), 3, 100.0
+        )
+        self.assertEqual(87, row["cpu_busy_pct"])
 
     def test_a_service_adds_its_statements(self):
         workload = workloads.make("fill", 4)

@@ -70,8 +70,13 @@ class Summary(base.TestCase):
                 placements_per_s=6.2,
                 conflicts_per_placement=1.47,
             ),
-            row("placement", placements_per_s=44.9),
-            row("grants", placements_per_s=10.2, conflicts_per_placement=4.0),
+            row("placement", placements_per_s=44.9, cpu_busy_pct=96),
+            row(
+                "grants",
+                placements_per_s=10.2,
+                conflicts_per_placement=4.0,
+                cpu_busy_pct=98,
+            ),
         ]
         text = " ".join(
             bench.summary(racing, {"serial_placed": 20}, 200).split()
@@ -85,6 +90,9 @@ class Summary(base.TestCase):
         self.assertIn("No run overcommitted a host", text)
         self.assertIn("grants 4.00", text)
         self.assertIn("grants at 0.23x the placement model", text)
+        self.assertIn(
+            "were busy at 8: legacy 0%, placement 96%, grants 98%", text
+        )
 
         quiet = [row("placement"), row("grants")]
         text = " ".join(bench.summary(quiet, {}, 0).split())

@@ -37,8 +37,13 @@ class Ratios(base.TestCase):
     def test_grants_over_each_other_strategy_per_run(self):
         lines = self.lines(
             [
-                row("grants", 200.0, conflicts_per_placement=0.04),
-                row("placement", 160.0),
+                row(
+                    "grants",
+                    200.0,
+                    conflicts_per_placement=0.04,
+                    cpu_busy_pct=97,
+                ),
+                row("placement", 160.0, cpu_busy_pct=95),
                 row("placement-api", 20.0, overcommitted_hosts=2),
                 row("grants", 90.0, schedulers=1),
                 row("placement", 100.0, schedulers=1),
@@ -52,9 +57,37 @@ class Ratios(base.TestCase):
         self.assertIn("1.25", eight)
         self.assertIn("10.0", eight)
         self.assertIn("api:2", eight)
+        self.assertIn("grants:97", eight)
+        self.assertIn("model:95", eight)
         self.assertIn("0.9", one)
         # No placement-api row at one scheduler: no ratio, no rate.
         self.assertEqual("-", one[-1])
 
     def test_no_file_is_a_usage_error(self):
         self.assertEqual(2, self.tool["main"]([]))
+
+
+PROC_STAT = """cpu  100 5 50 800 40 3 2 0 0 0
+cpu0 50 2 25 400 20 1 1 0 0 0
+"""
+
+
+class MachineCpu(base.TestCase):
+    def test_busy_is_everything_but_idle_and_iowait(self):
+        self.assertEqual((160, 1000), metrics.cpu_ticks(PROC_STAT))
+
+    def test_share_between_two_reads(self):
+        path = self.useFixture(base.fixtures.TempDir()).join("stat")
+        with open(path, "w") as f:
+            f.write(PROC_STAT)
+        cpu = metrics.MachineCpu(path)
+        cpu.start()
+        with open(path, "w") as f:
+            # 300 more ticks, 240 of them busy.
+            f.write("cpu  300 5 90 850 50 3 2 0 0 0\n")
+        self.assertEqual(0.8, cpu.share())
+
+    def test_no_proc_is_no_figure(self):
+        cpu = metrics.MachineCpu("/nonexistent/stat")
+        cpu.start()
+        self.assertIsNone(cpu.share())
