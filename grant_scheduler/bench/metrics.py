@@ -21,6 +21,7 @@ KEYS = (
     "seed",
     "placed",
     "placed_vcpus",
+    "placed_by_vcpus",
     "no_valid_host",
     "nvh_with_room",
     "spurious_no_valid_host",
@@ -85,6 +86,7 @@ def summarise(
         "seed": seed,
         "placed": placed,
         "placed_vcpus": sum(r.get("placed_vcpus", 0) for r in sched),
+        "placed_by_vcpus": _by_vcpus(sched),
         "no_valid_host": nvh,
         "nvh_with_room": sum(r.get("nvh_with_room", 0) for r in sched),
         "spurious_no_valid_host": (
@@ -118,6 +120,16 @@ def summarise(
             max((r.get("rss_kib", 0) for r in sched), default=0) / 1024, 1
         ),
     }
+
+
+def _by_vcpus(sched):
+    """``{"vCPUs": instances placed}`` over the processes, smallest first
+    (string keys: the row is JSON)."""
+    total = {}
+    for result in sched:
+        for vcpus, count in result.get("placed_by_vcpus", {}).items():
+            total[int(vcpus)] = total.get(int(vcpus), 0) + count
+    return {str(vcpus): total[vcpus] for vcpus in sorted(total)}
 
 
 def errors(raw, workload=None):

@@ -80,6 +80,7 @@ def scheduler_process(
         "latencies": [],
         "placed": 0,
         "placed_vcpus": 0,
+        "placed_by_vcpus": {},
         "no_valid_host": 0,
         "errors": [],
         "attempts": 0,
@@ -141,6 +142,8 @@ def scheduler_process(
             result["placed" if placed else "no_valid_host"] += 1
             if placed:
                 result["placed_vcpus"] += amount.vcpus
+                by_size = result["placed_by_vcpus"]
+                by_size[amount.vcpus] = by_size.get(amount.vcpus, 0) + 1
             else:
                 result["nvh_conflicts"] += side.conflicts - conflicts
             # nvh_with_room: a fresh read after each NoValidHost, on its own

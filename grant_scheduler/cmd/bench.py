@@ -473,6 +473,8 @@ def _cell(value):
         return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if isinstance(value, dict):
+        return " ".join("%s:%s" % item for item in value.items()) or "-"
     return str(value)
 
 

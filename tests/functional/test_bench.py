@@ -76,6 +76,7 @@ class BenchSmoke(base.DatabaseTestCase):
         self.assertEqual(3, by_strategy["placement"]["placed"])
         # ironic's one flavour is a whole 32-vCPU node.
         self.assertEqual(3 * 32, by_strategy["grants"]["placed_vcpus"])
+        self.assertEqual({"32": 3}, by_strategy["grants"]["placed_by_vcpus"])
         for row in rows:
             self.assertGreater(row["cpu_busy_pct"], 0)
             self.assertLessEqual(row["cpu_busy_pct"], 100)

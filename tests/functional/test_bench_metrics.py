@@ -188,11 +188,14 @@ class Summarise(base.TestCase):
             "conflicts": 3,
             "nvh_conflicts": 1,
             "placed_vcpus": 20,
+            "placed_by_vcpus": {2: 10},
             "statements": 100,
             "commits": 20,
             "errors": [],
         }
-        other = dict(scheduler, nvh_check_s=0.25)
+        other = dict(
+            scheduler, nvh_check_s=0.25, placed_by_vcpus={"8": 1, 2: 10}
+        )
         compute = {"rejected": 4, "statements": 50, "commits": 10}
         raw = {
             "schedulers": [scheduler, other],
@@ -217,6 +220,10 @@ class Summarise(base.TestCase):
         self.assertEqual(10.0, row["placements_per_s"])
         self.assertEqual(15.0, row["db_statements_per_placement"])
         self.assertEqual(40, row["placed_vcpus"])
+        # Summed over the processes, smallest flavour first.
+        self.assertEqual(
+            [("2", 20), ("8", 1)], list(row["placed_by_vcpus"].items())
+        )
         self.assertEqual(2, row["conflicts_ending_no_valid_host"])
         self.assertIsNone(row["cpu_busy_pct"])
         row = metrics.summarise(

@@ -52,7 +52,10 @@ class Table(base.TestCase):
         self.assertIn("123456.78", text)
 
     def test_wide_shows_every_key(self):
-        text = bench.render([row("grants")], wide=True)
+        text = bench.render(
+            [row("grants", placed_by_vcpus={"1": 3, "8": 2})], wide=True
+        )
+        self.assertIn("1:3 8:2", text)
         for key in metrics.KEYS:
             if key not in ("workload", "hosts", "seed"):
                 self.assertIn(key, text)
