@@ -73,7 +73,15 @@ def ratios(rows):
         + ["confl/pl", "stmts/pl", "commits/pl", "NVH room"]
         + ["placed", "CPU %", "over"]
     )
-    return tabulate.tabulate(table, headers=headers, disable_numparse=True)
+    # NOTE: no padding inside the two spaces between columns, so that the
+    # README can quote the tables as printed.
+    padding, tabulate.MIN_PADDING = tabulate.MIN_PADDING, 0
+    try:
+        return tabulate.tabulate(
+            table, headers=headers, disable_numparse=True
+        )
+    finally:
+        tabulate.MIN_PADDING = padding
 
 
 def main(paths):
