@@ -77,9 +77,7 @@ def ratios(rows):
     # README can quote the tables as printed.
     padding, tabulate.MIN_PADDING = tabulate.MIN_PADDING, 0
     try:
-        return tabulate.tabulate(
-            table, headers=headers, disable_numparse=True
-        )
+        return tabulate.tabulate(table, headers=headers, disable_numparse=True)
     finally:
         tabulate.MIN_PADDING = padding
 
