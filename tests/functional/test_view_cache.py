@@ -56,18 +56,14 @@ class ViewCache(base.DatabaseTestCase):
         self.cache.view()
         self.assertEqual(20, self.cache.rows_read - before)
 
-    def default_cache(self):
-        settings = api.Settings()
-        return gs_view.ViewCache(
-            gs_store.Store(self.db),
-            resync_interval=settings.view_resync_interval,
-            overlap=settings.view_overlap,
-        )
+    def product_cache(self):
+        """The view cache of a scheduler built with the defaults."""
+        return api.GrantScheduler(self.db)._scheduler.view_cache
 
     def test_rows_read_again_in_the_overlap_come_back_only_if_changed(self):
         # Every row was stamped within the default overlap: each refresh
         # looks at all of them again, but reads only the changed one whole.
-        cache = self.default_cache()
+        cache = self.product_cache()
         cache.view()
         self.assertEqual(20, cache.rows_read)
         cache.view()
@@ -78,7 +74,7 @@ class ViewCache(base.DatabaseTestCase):
         self.assertEqual(SLOT, self.states(view)["h03"].used)
 
     def test_a_late_commit_in_the_overlap_is_read_whole(self):
-        cache = self.default_cache()
+        cache = self.product_cache()
         cache.view()
         # A write stamped before the newest row the cache read, committed
         # after its read: the stamp differs from the one the cache holds.
