@@ -129,15 +129,11 @@ def read(conn, since=None, known=None):
     stamp differs from the known one (a write that committed late) is read
     whole by a second statement.
     """
-    if since is None or known is None or known.newest is None:
-        query = sa_compat.select(HOSTS)
-        if since is not None:
-            query = query.where(HOSTS.c.updated_at >= since)
-        return [
-            (rows.host_state(row), row.updated_at)
-            for row in conn.execute(query)
-        ]
     stamp = HOSTS.c.updated_at
+    if since is None:
+        return _whole(conn)
+    if known is None or known.newest is None:
+        return _whole(conn, stamp >= since)
     fresh = stamp > known.newest
     query = sa_compat.select(
         HOSTS.c.id,
@@ -154,12 +150,18 @@ def read(conn, since=None, known=None):
         elif known.stamps.get(row.id) != row.updated_at:
             late.append(row.id)
     if late:
-        query = sa_compat.select(HOSTS).where(HOSTS.c.id.in_(late))
-        found.extend(
-            (rows.host_state(row), row.updated_at)
-            for row in conn.execute(query)
-        )
+        found.extend(_whole(conn, HOSTS.c.id.in_(late)))
     return found
+
+
+def _whole(conn, condition=None):
+    """``[(HostState, stamp)]`` of the rows meeting ``condition`` (all)."""
+    query = sa_compat.select(HOSTS)
+    if condition is not None:
+        query = query.where(condition)
+    return [
+        (rows.host_state(row), row.updated_at) for row in conn.execute(query)
+    ]
 
 
 def one(conn, host_id):
