@@ -16,7 +16,7 @@ import collections
 import json
 import sys
 
-import tabulate
+from grant_scheduler.cmd import bench
 
 
 def _short(name):
@@ -73,13 +73,7 @@ def ratios(rows):
         + ["confl/pl", "stmts/pl", "commits/pl", "NVH room"]
         + ["placed", "CPU %", "over"]
     )
-    # NOTE: no padding inside the two spaces between columns, so that the
-    # README can quote the tables as printed.
-    padding, tabulate.MIN_PADDING = tabulate.MIN_PADDING, 0
-    try:
-        return tabulate.tabulate(table, headers=headers, disable_numparse=True)
-    finally:
-        tabulate.MIN_PADDING = padding
+    return bench.compact_table(table, headers)
 
 
 def main(paths):

@@ -452,17 +452,26 @@ def render(rows, wide=False):
         for r in rows
     ]
     # NOTE: cells are formatted here (tabulate would round 1234.56 to
-    # 6 significant digits) and tabulate's two spaces of padding around
-    # each header are dropped so that the key columns fit 120 columns.
-    padding = tabulate.MIN_PADDING
-    tabulate.MIN_PADDING = 0
+    # 6 significant digits).
+    return compact_table(
+        body,
+        [header for _, header in columns],
+        colalign=["left"] + ["right"] * (len(columns) - 1),
+    )
+
+
+def compact_table(body, headers, **options):
+    """``tabulate``'s simple table without its two spaces of padding
+    around each header, so that the key columns fit 120 columns (and the
+    README can quote tables as printed)."""
+    padding, tabulate.MIN_PADDING = tabulate.MIN_PADDING, 0
     try:
         return tabulate.tabulate(
             body,
-            headers=[header for _, header in columns],
+            headers=headers,
             tablefmt="simple",
             disable_numparse=True,
-            colalign=["left"] + ["right"] * (len(columns) - 1),
+            **options,
         )
     finally:
         tabulate.MIN_PADDING = padding
