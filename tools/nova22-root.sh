@@ -216,6 +216,13 @@ configure_root() {
     cp -L /etc/resolv.conf "$ROOT/etc/resolv.conf"
 }
 
+link_paste_config() {
+    # Nova's API fixture (its own functional tests) looks for
+    # etc/nova/api-paste.ini beside dist-packages; Debian ships it in
+    # /etc/nova.
+    ln -sfn /etc "$ROOT/usr/lib/python3/dist-packages/etc"
+}
+
 install_packages() {
     local want
     want=$(package_hash)
@@ -240,6 +247,7 @@ cmd_build() {
     configure_root
     mount_system
     install_packages
+    link_paste_config
 }
 
 # --- install -------------------------------------------------------------

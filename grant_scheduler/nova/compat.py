@@ -30,6 +30,24 @@ def have_nova():
     return nova_module("objects") is not None
 
 
+def claims_in_placement():
+    """True on Nova 17-22, whose FilterScheduler claims the chosen host's
+    allocation candidate in placement and answers ``Selection`` objects
+    (16 claims too, but its manager expects HostStates back)."""
+    scheduler = nova_module("scheduler.filter_scheduler")
+    selection = nova_module("objects.selection")
+    return (
+        scheduler is not None
+        and selection is not None
+        and hasattr(scheduler, "FilterScheduler")
+    )
+
+
+def scheduler_report_client():
+    """Nova's placement client, as its FilterScheduler builds it."""
+    return nova_module("scheduler.client.report").SchedulerReportClient()
+
+
 def objects():
     """``nova.objects`` with every object registered, or None."""
     module = nova_module("objects")

@@ -104,13 +104,45 @@ class _Periodic(periodic_task.PeriodicTasks):
             LOG.info("Reaped grants: %s", counts)
 
     @periodic_task.periodic_task(spacing=60, run_immediately=True)
+    def withdraw_stale_grants(self, context):
+        """Withdraw the grants of instances Nova has given up."""
+        if compat.have_nova():
+            self._stale_grants().withdraw_all(context)
+
+    def _stale_grants(self):
+        from grant_scheduler.nova import stale_grants
+
+        return stale_grants.StaleGrants(self._lazy.get)
+
+    @property
+    def filter_scheduler(self):
+        """Nova's FilterScheduler claiming through grants (17-22; built in
+        the worker, on first use)."""
+        if self._filter_scheduler is None:
+            from grant_scheduler.nova import placement
+
+            self._filter_scheduler = placement.GrantingFilterScheduler(
+                self.host_manager,
+                placement.NodeGrants(self._lazy.get, self._stale_grants()),
+                self.registry,
+            )
+        return self._filter_scheduler
+
     def sync_hosts(self, context):
         self._driver.sync_hosts(context)
+
+    @periodic_task.periodic_task(spacing=60, run_immediately=True)
+    def withdraw_stale_grants(self, context):
+        self._driver.withdraw_stale_grants(context)
 
 
 class GrantSchedulerDriver:
     """A Nova scheduler driver that grants before it answers."""
 
+    # NOTE(placement): True on Nova 17-22 (set per instance): the manager
+    # then runs Nova's request filters and asks placement for allocation
+    # candidates, and the driver claims the chosen one as Nova's
+    # FilterScheduler does (``placement.GrantingFilterScheduler``).
     USES_ALLOCATION_CANDIDATES = False
 
     def __init__(self, *args, conf=None, grant_scheduler=None, **kwargs):
@@ -124,6 +156,8 @@ class GrantSchedulerDriver:
             self._lazy.set(grant_scheduler)
         self._host_manager = None
         self._periodic = None
+        self._filter_scheduler = None
+        self.USES_ALLOCATION_CANDIDATES = compat.claims_in_placement()
         self.registry = registry.NodeRegistry(
             self._lazy.get,
             lambda: compat.reserved_from_conf(self._lazy.conf),
@@ -179,6 +213,30 @@ class GrantSchedulerDriver:
             self._periodic = _Periodic(self._lazy.conf, self)
         return self._periodic.run_periodic_tasks(context)
 
+    def withdraw_stale_grants(self, context):
+        """Withdraw the grants of instances Nova has given up."""
+        if compat.have_nova():
+            self._stale_grants().withdraw_all(context)
+
+    def _stale_grants(self):
+        from grant_scheduler.nova import stale_grants
+
+        return stale_grants.StaleGrants(self._lazy.get)
+
+    @property
+    def filter_scheduler(self):
+        """Nova's FilterScheduler claiming through grants (17-22; built in
+        the worker, on first use)."""
+        if self._filter_scheduler is None:
+            from grant_scheduler.nova import placement
+
+            self._filter_scheduler = placement.GrantingFilterScheduler(
+                self.host_manager,
+                placement.NodeGrants(self._lazy.get, self._stale_grants()),
+                self.registry,
+            )
+        return self._filter_scheduler
+
     def sync_hosts(self, context):
         """Register new compute nodes and report changed capacities."""
         if not compat.have_nova():
@@ -199,6 +257,8 @@ class GrantSchedulerDriver:
             stays granted then.
         """
         call = _bind(args, kwargs)
+        if self.USES_ALLOCATION_CANDIDATES and call["answer"] == SELECTIONS:
+            return self._select_with_placement(context, spec_obj, call)
         alternates = 0
         if call["answer"] == SELECTIONS and call["return_alternates"]:
             max_attempts = nova_view.nova_option(
@@ -211,16 +271,35 @@ class GrantSchedulerDriver:
             raise compat.no_valid_host(str(exc)) from exc
         gs = self.grant_scheduler
         if _is_reschedule(spec_obj):
-            # NOTE: the earlier destination failed the build: its grant
-            # would hold the capacity until it expires.
-            for instance_uuid in filter(None, request.instance_uuids):
-                gs.withdraw_instance(instance_uuid)
+            self._withdraw_earlier(request.instance_uuids)
         request_view = self._view(gs, context, spec_obj, request)
         try:
             selections = gs.schedule_request(request, view=request_view)
         except exception.NoValidHost as exc:
             raise compat.no_valid_host(str(exc)) from exc
         return _Answer(request_view).build(call["answer"], selections)
+
+    def _select_with_placement(self, context, spec_obj, call):
+        """Nova 17-22: Nova's FilterScheduler, each placement claim granted
+        first (``placement``)."""
+        if _is_reschedule(spec_obj):
+            self._withdraw_earlier(call["instance_uuids"])
+        return self.filter_scheduler.select_destinations(
+            context,
+            spec_obj,
+            call["instance_uuids"],
+            call["alloc_reqs_by_rp_uuid"],
+            call["provider_summaries"],
+            call["allocation_request_version"],
+            bool(call["return_alternates"]),
+        )
+
+    def _withdraw_earlier(self, instance_uuids):
+        # NOTE: the earlier destination failed the build: its grant would
+        # hold the capacity until it expires.
+        gs = self.grant_scheduler
+        for instance_uuid in filter(None, instance_uuids or ()):
+            gs.withdraw_instance(instance_uuid)
 
     def _view(self, gs, context, spec_obj, request):
         """Nova's view for this request; None (the scheduler's own cached

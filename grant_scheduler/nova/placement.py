@@ -1,0 +1,214 @@
+"""The driver on Nova 17-22: Nova's FilterScheduler, each claim granted.
+
+From Nova 17 on, Nova keeps every instance's resources in placement and
+its conductor and computes move, swap and check those allocations for
+every move, evacuation and quota count, whatever the scheduler driver
+does.  A driver that writes nothing to placement breaks them.  So on
+these releases the driver is Nova's own ``FilterScheduler`` (Nova's
+request filters, allocation candidates, filters, weighers,
+``[filter_scheduler] host_subset_size``, alternates, NoValidHost and its
+reason, all Nova's) with one change, at the one place where a host is
+taken: before Nova claims the chosen candidate in placement, grant_scheduler
+grants it (``GrantingPlacementClient.claim_resources``).
+
+* The grant decides.  It is written only if it fits the node's row under
+  its lock (the protocol's write); a grant that does not fit answers the
+  claim as placement's own capacity conflict does, and Nova moves to the
+  next host of its sorted list.  Placement's claim then records the
+  instance there; if placement refuses it, the grant is withdrawn.  No
+  node is overcommitted in grant_scheduler's books even where placement
+  itself overcommits under concurrency.
+* The records stay Nova's.  Allocations are placement's, made by Nova's
+  own code, so moves, forced evacuations and live migrations, request
+  filters and quota from placement work as with the stock scheduler.
+* Rebuilds on the same host take no grant: Nova does not claim for them
+  either (``request_is_rebuild``).
+* A grant held by an instance that Nova has deleted, or set to ERROR
+  without a host (the conductor's quota recheck, a failed build request),
+  is withdrawn as soon as it stands in the way
+  (``stale_grants.StaleGrants``), not after ``grant_ttl``.
+
+Only imported when Nova 17-22 is.
+"""
+
+from nova import rpc
+from nova import servicegroup
+from nova.scheduler import filter_scheduler
+from oslo_log import log as logging
+
+from grant_scheduler import api
+from grant_scheduler.nova import compat
+
+LOG = logging.getLogger(__name__)
+
+# Placement's resource classes that make up grant_scheduler's three
+# amounts on a compute node's own provider.
+_VCPU_CLASSES = ("VCPU", "PCPU")
+_MEMORY_CLASS = "MEMORY_MB"
+_DISK_CLASS = "DISK_GB"
+
+
+def granted_amount(allocation_request, node_uuid):
+    """The ``Resources`` an allocation request takes from one node's own
+    provider (a volume-backed server takes no DISK_GB there)."""
+    allocations = allocation_request.get("allocations") or {}
+    held = (allocations.get(node_uuid) or {}).get("resources") or {}
+    return api.Resources(
+        vcpus=sum(held.get(name, 0) for name in _VCPU_CLASSES),
+        memory_mb=held.get(_MEMORY_CLASS, 0),
+        disk_gb=held.get(_DISK_CLASS, 0),
+    )
+
+
+class GrantingPlacementClient:
+    """Nova's placement client whose claims a grant decides first.
+
+    Everything but ``claim_resources`` and
+    ``delete_allocation_for_instance`` is the wrapped client's.
+    """
+
+    def __init__(self, client, grants):
+        """
+        :param client: Nova's ``SchedulerReportClient``.
+        :param grants: the driver's ``NodeGrants``.
+        """
+        self._client = client
+        self._grants = grants
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+    def claim_resources(self, context, consumer_uuid, alloc_request, *args, **kw):
+        """Grant, then claim in placement; False (the next host) if either
+        refuses, and then nothing stays granted or allocated."""
+        node = self._grants.node_of(alloc_request)
+        if node is None:
+            LOG.warning(
+                "No compute node grant_scheduler knows is in the allocation "
+                "request for %s; trying the next host",
+                consumer_uuid,
+            )
+            return False
+        amount = granted_amount(alloc_request, node.node_uuid)
+        if not self._grants.grant(context, consumer_uuid, node, amount):
+            return False
+        try:
+            claimed = self._client.claim_resources(
+                context, consumer_uuid, alloc_request, *args, **kw
+            )
+        except BaseException:
+            self._grants.withdraw(consumer_uuid)
+            raise
+        if not claimed:
+            self._grants.withdraw(consumer_uuid)
+        return claimed
+
+    def delete_allocation_for_instance(self, context, uuid, *args, **kw):
+        """Nova gives up a request's claims (a multi-create that did not
+        fit): its grants go with them."""
+        self._grants.withdraw(uuid)
+        return self._client.delete_allocation_for_instance(
+            context, uuid, *args, **kw
+        )
+
+
+class NodeGrants:
+    """Grants on the node Nova's FilterScheduler chose, for one process."""
+
+    def __init__(self, grant_scheduler, stale_grants):
+        """
+        :param grant_scheduler: ``f()`` giving the ``GrantScheduler``.
+        :param stale_grants: ``stale_grants.StaleGrants``.
+        """
+        self._gs = grant_scheduler
+        self._stale = stale_grants
+
+    def known(self):
+        """``{(host, node)}`` grant_scheduler has rows for."""
+        return {(s.host, s.node) for s in self._gs().view().states()}
+
+    def node_of(self, alloc_request):
+        """grant_scheduler's node among an allocation request's providers."""
+        providers = set(alloc_request.get("allocations") or {})
+        for state in self._gs().view().states():
+            if state.node_uuid in providers:
+                return state
+        return None
+
+    def grant(self, context, instance_uuid, node, amount):
+        """Take a grant for ``instance_uuid`` on ``node``; False if it
+        does not fit there even once stale grants are withdrawn."""
+        if self._try(context, instance_uuid, node, amount):
+            return True
+        # NOTE(grants): placement offered this node, the books did not:
+        # a grant of an instance Nova has already given up may hold it.
+        if self._stale.withdraw_on(context, node.host, node.node):
+            return self._try(context, instance_uuid, node, amount)
+        return False
+
+    def _try(self, context, instance_uuid, node, amount):
+        try:
+            self._gs().schedule(
+                amount.vcpus,
+                amount.memory_mb,
+                amount.disk_gb,
+                instance_uuids=[instance_uuid],
+                request_id=getattr(context, "request_id", None),
+                force_hosts=[node.host],
+                force_nodes=[node.node],
+            )
+        except api.NoValidHost as exc:
+            LOG.debug(
+                "No grant for %s on %s/%s: %s",
+                instance_uuid,
+                node.host,
+                node.node,
+                exc,
+            )
+            return False
+        return True
+
+    def withdraw(self, instance_uuid):
+        try:
+            self._gs().withdraw_instance(instance_uuid)
+        except api.GrantSchedulerError:
+            LOG.warning(
+                "Could not withdraw the grant of %s; it holds its room "
+                "until it expires",
+                instance_uuid,
+                exc_info=True,
+            )
+
+
+class GrantingFilterScheduler(filter_scheduler.FilterScheduler):
+    """Nova's FilterScheduler over the driver's host manager, claiming
+    through ``GrantingPlacementClient``."""
+
+    def __init__(self, host_manager, grants, registry):
+        """
+        :param host_manager: the driver's ``GrantsHostManager``.
+        :param grants: ``NodeGrants``.
+        :param registry: the driver's ``registry.NodeRegistry``.
+        """
+        # NOTE(nova): FilterScheduler.__init__ would build a HostManager of
+        # its own (reading every instance of every cell); the driver's is
+        # used instead, and the other attributes are set as Nova sets them.
+        self.host_manager = host_manager
+        self.servicegroup_api = servicegroup.API()
+        self.notifier = rpc.get_notifier("scheduler")
+        self.placement_client = GrantingPlacementClient(
+            compat.scheduler_report_client(), grants
+        )
+        self._grants = grants
+        self._registry = registry
+
+    def _get_all_host_states(self, context, spec_obj, provider_summaries):
+        """Nova's HostStates; a node grant_scheduler has not seen yet is
+        registered first, so its grant can be decided."""
+        host_states = list(
+            super()._get_all_host_states(context, spec_obj, provider_summaries)
+        )
+        self._registry.register_unknown(
+            context, self._grants.known(), host_states
+        )
+        return host_states

@@ -1,0 +1,140 @@
+"""The driver as a citizen of Nova 22: placement's records, Nova's limits,
+rebuilds, and grants of servers Nova has given up.
+
+On Nova 17-22 the driver is Nova's FilterScheduler with each placement
+claim granted first (``grant_scheduler.nova.placement``).  These tests
+drive Nova's API and check what Nova and placement record, beside what
+grant_scheduler's books say.
+"""
+
+from unittest import mock
+
+from nova import context as nova_context
+from nova import exception as nova_exception
+from nova.tests.unit.image import fake as fake_image
+
+from tests.nova22.in_nova import base
+
+
+class TestPlacementRecords(base.GrantsTestBase):
+    def test_the_driver_claims_in_placement(self):
+        self.assertTrue(self.driver.USES_ALLOCATION_CANDIDATES)
+        server = self.boot()
+        host = server["OS-EXT-SRV-ATTR:host"]
+        allocations = self._get_allocations_by_server_uuid(server["id"])
+        provider = self._get_provider_uuid_by_host(host)
+        self.assertEqual(
+            {"VCPU": 1, "MEMORY_MB": 1024, "DISK_GB": 10},
+            allocations[provider]["resources"],
+        )
+        self.assertEqual(self.flavor_resources(1), self.usage()[host])
+        self.assertEqual([], self.live_grants())
+
+    def test_the_grant_decides_where_placement_has_room(self):
+        # host1 is full in grant_scheduler's books only: placement offers
+        # it, the grant is not taken there, the server goes to host2.
+        self.fill("host1", "host1")
+        server = self.boot()
+        self.assertEqual("host2", server["OS-EXT-SRV-ATTR:host"])
+        self.fill("host2", "host2")
+        failed = self.boot(expected_state="ERROR")
+        self.assertIn("No valid host", failed["fault"]["message"])
+        # Neither a grant nor an allocation is left for the refused one.
+        self.assertEqual({}, self._get_allocations_by_server_uuid(failed["id"]))
+        self.assertEqual([], self.live_grants())
+        self.assertEqual([], self.over_limit())
+
+    def test_a_claim_placement_refuses_gives_back_its_grant(self):
+        client = self.driver.filter_scheduler.placement_client._client
+        claim = client.claim_resources
+        refused = []
+
+        def refuse_first(context, consumer_uuid, *args, **kwargs):
+            if not refused:
+                refused.append(consumer_uuid)
+                return False
+            return claim(context, consumer_uuid, *args, **kwargs)
+
+        with mock.patch.object(client, "claim_resources", refuse_first):
+            server = self.boot()
+        self.assertEqual([server["id"]], refused)
+        # One grant was written and withdrawn, one consumed.
+        states = sorted(g.state for g in self.gs.grants())
+        self.assertNotIn("won", states)
+        self.assertEqual(self.flavor_resources(1), sum(
+            self.usage().values(), self.flavor_resources(0)))
+
+
+class TestNovaLimits(base.GrantsTestBase):
+    def test_an_instance_larger_than_its_host_is_refused(self):
+        # 3 vCPUs on 2-vCPU hosts: within total x cpu_allocation_ratio
+        # but over placement's max_unit (the physical total).
+        big = self._create_flavor(vcpu=3, memory_mb=512, disk=1)
+        server = self.post_server(flavorRef=big)
+        failed = self._wait_for_state_change(server, "ERROR")
+        self.assertIn("No valid host", failed["fault"]["message"])
+        self.assertEqual([], self.gs.grants())
+
+
+class TestRebuild(base.GrantsTestBase):
+    def test_rebuild_on_a_full_host_takes_no_grant(self):
+        servers = [self.boot() for _ in range(base.SLOTS_PER_HOST * 2)]
+        before = self.gs.grants()
+        image = fake_image.AUTO_DISK_CONFIG_ENABLED_IMAGE_UUID
+        rebuilt = self._rebuild_server(servers[0], image)
+        self.assertEqual(image, rebuilt["image"]["id"])
+        self.assertEqual(
+            servers[0]["OS-EXT-SRV-ATTR:host"],
+            rebuilt["OS-EXT-SRV-ATTR:host"],
+        )
+        self.assertEqual(before, self.gs.grants())
+        self.assertEqual([], self.over_limit())
+
+
+class TestGivenUpGrants(base.GrantsTestBase):
+    """Servers the conductor's quota recheck refuses never reach a
+    compute: their grants are withdrawn when Nova says so."""
+
+    def refuse_at_recheck(self):
+        from nova.compute import utils as compute_utils
+
+        check = compute_utils.check_num_instances_quota
+
+        def recheck_fails(context, flavor, min_count, max_count, **kw):
+            if "orig_num_req" in kw:
+                raise nova_exception.TooManyInstances(
+                    overs="instances", req=1, used=10, allowed=10
+                )
+            return check(context, flavor, min_count, max_count, **kw)
+
+        patcher = mock.patch.object(
+            compute_utils, "check_num_instances_quota", recheck_fails
+        )
+        patcher.start()
+        return patcher
+
+    def test_deleted_servers_give_their_room_back_at_once(self):
+        slots = base.SLOTS_PER_HOST * len(self.HOSTS)
+        patcher = self.refuse_at_recheck()
+        refused = [self.boot(expected_state="ERROR") for _ in range(slots)]
+        patcher.stop()
+        self.assertEqual(slots, len(self.live_grants()))
+        for server in refused:
+            self._delete_server(server)
+        # Stock Nova places every one of these; no grant_ttl to wait out.
+        servers = [self.boot() for _ in range(slots)]
+        self.assertEqual(
+            sorted(self.HOSTS * base.SLOTS_PER_HOST),
+            sorted(s["OS-EXT-SRV-ATTR:host"] for s in servers),
+        )
+        self.assertEqual([], self.live_grants())
+        self.assertEqual([], self.over_limit())
+
+    def test_the_periodic_task_withdraws_grants_of_error_servers(self):
+        self.addCleanup(self.refuse_at_recheck().stop)
+        failed = self.boot(expected_state="ERROR")
+        self.assertIsNone(failed["OS-EXT-SRV-ATTR:host"])
+        [grant] = self.live_grants()
+        self.assertEqual(failed["id"], grant.instance_uuid)
+        self.driver.withdraw_stale_grants(nova_context.get_admin_context())
+        self.assertEqual([], self.live_grants())
