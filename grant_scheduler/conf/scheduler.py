@@ -36,9 +36,11 @@ and rejects the build when it no longer fits.
         min=1,
         max=1000,
         help="""
-Choose randomly among this many best-fitting hosts (Nova's option of the same
-name).  Values above 1 keep concurrent schedulers from herding onto the same
-host and so reduce conflicts; 1 always picks the best fit.
+Choose randomly among this many best-fitting hosts.  Values above 1 keep
+concurrent schedulers from herding onto the same host and so reduce conflicts;
+1 always picks the best fit.  Used by the Python API, the command line and the
+benchmark; inside Nova, Nova's own [filter_scheduler] host_subset_size
+decides instead, among the hosts Nova's weighers ranked.
 """,
     ),
     cfg.IntOpt(

@@ -312,11 +312,17 @@ class GrantSchedulerDriver:
         context = elevated() if elevated is not None else context
         host_states = manager.host_states(context, spec_obj)
         request_view = gs.view(view_cls=nova_view.NovaView)
-        known = {(s.host, s.node) for s in request_view.states()}
+        known = {(s.host, s.node): s.node_uuid for s in request_view.states()}
         if self.registry.register_unknown(context, known, host_states):
             request_view = gs.view(view_cls=nova_view.NovaView)
         return request_view.bind(
-            host_states, spec_obj, manager, request.instance_uuids
+            host_states,
+            spec_obj,
+            manager,
+            request.instance_uuids,
+            subset_size=nova_view.nova_option(
+                self._lazy.conf, "host_subset_size"
+            ),
         )
 
 

@@ -124,8 +124,8 @@ class NodeGrants:
         self._stale = stale_grants
 
     def known(self):
-        """``{(host, node)}`` grant_scheduler has rows for."""
-        return {(s.host, s.node) for s in self._gs().view().states()}
+        """``{(host, node): node uuid}`` of grant_scheduler's rows."""
+        return {(s.host, s.node): s.node_uuid for s in self._gs().view().states()}
 
     def node_of(self, alloc_request):
         """grant_scheduler's node among an allocation request's providers."""

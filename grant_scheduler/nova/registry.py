@@ -37,22 +37,50 @@ class NodeRegistry:
         self.registered = 0
 
     def register_unknown(self, context, known, host_states):
-        """Register the nodes of ``host_states`` not in ``known``.
+        """Register the nodes of ``host_states`` not in ``known``, and take
+        the new uuid of a node Nova has re-created under the same names.
 
-        :param known: ``{(host, node)}`` grant_scheduler has rows for.
-        :returns: True when a row was created.
+        :param known: ``{(host, node): node uuid}`` grant_scheduler has
+            rows for.
+        :returns: True when a row was created or changed.
         """
         added = False
         reserved = self._reserved()
         for host_state in host_states:
             key = (host_state.host, host_state.nodename)
-            if key in known or host_state.uuid is None:
-                continue  # known, or Nova has not yet seen its usage
+            if host_state.uuid is None:
+                continue  # Nova has not yet seen its usage
             capacity = compat.capacity_of(host_state, reserved)
+            if key in known:
+                if known[key] not in (None, host_state.uuid):
+                    added |= self._recreated(host_state, capacity)
+                continue
             if self._refused.get(key) == capacity:
                 continue
             added |= self._register(context, host_state, capacity)
         return added
+
+    def _recreated(self, host_state, capacity):
+        """Nova deleted a compute node and made a new one of the same
+        names (a service deleted and started again): the row follows the
+        new record, its claims stay."""
+        host, node = host_state.host, host_state.nodename
+        try:
+            self._gs().report_host(
+                host, node, capacity, node_uuid=host_state.uuid
+            )
+        except exception.InvalidResources as exc:
+            LOG.warning(
+                "Compute node %s/%s not updated: %s", host, node, exc
+            )
+            return False
+        LOG.info(
+            "Compute node %s/%s was re-created by Nova as %s",
+            host,
+            node,
+            host_state.uuid,
+        )
+        return True
 
     def sync(self, context, states, host_states):
         """Register unknown nodes and report changed capacities.
@@ -61,7 +89,11 @@ class NodeRegistry:
         """
         by_key = {(s.host, s.node): s for s in states}
         self._refused.clear()
-        self.register_unknown(context, set(by_key), host_states)
+        self.register_unknown(
+            context,
+            {key: s.node_uuid for key, s in by_key.items()},
+            host_states,
+        )
         reserved = self._reserved()
         for host_state in host_states:
             state = by_key.get((host_state.host, host_state.nodename))

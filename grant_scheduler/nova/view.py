@@ -34,6 +34,10 @@ _OPTION_NAMES = {
         ("scheduler", "max_attempts"),
         (None, "scheduler_max_attempts"),
     ),
+    "host_subset_size": (
+        ("filter_scheduler", "host_subset_size"),
+        (None, "scheduler_host_subset_size"),
+    ),
     "track_instance_changes": (
         ("filter_scheduler", "track_instance_changes"),
         (None, "scheduler_tracks_instance_changes"),
@@ -63,7 +67,14 @@ class NovaView(gs_view.View):
     ``consume_from_request`` accounts, as Nova's scheduler does).
     """
 
-    def bind(self, host_states, spec_obj, host_manager, instance_uuids=()):
+    def bind(
+        self,
+        host_states,
+        spec_obj,
+        host_manager,
+        instance_uuids=(),
+        subset_size=None,
+    ):
         """Attach Nova's side; returns the view.
 
         :param host_states: Nova's HostStates for this request.
@@ -71,6 +82,10 @@ class NovaView(gs_view.View):
             ``get_weighed_hosts`` (Nova's HostManager).
         :param instance_uuids: the request's, in order (filters such as
             ServerGroupAntiAffinityFilter read ``spec_obj.instance_uuid``).
+        :param subset_size: Nova's ``host_subset_size``: the choice is
+            random among this many of the hosts Nova's weighers put first
+            (Nova's default, 1, takes the best), whatever the protocol's
+            own option says.
         """
         # NOTE: copies, because Nova 13-19 keep their HostStates between
         # requests and this request must not leave grants subtracted in
@@ -88,6 +103,7 @@ class NovaView(gs_view.View):
         self._last_ranking = ()
         self._chosen = []
         self._amount = None
+        self._subset_size = subset_size
         self.filter_runs = 0
         self.reload(self.states())
         return self
@@ -237,6 +253,11 @@ class NovaView(gs_view.View):
     def _survived(self, state):
         survivors = self._survivors
         return survivors is None or (state.host, state.node) in survivors
+
+    def candidates(self, request, subset_size, spare=0):
+        return super().candidates(
+            request, self._subset_size or subset_size, spare
+        )
 
     def ranked(self, request, subset_size, spare=0):
         by_key = self._states_by_key()

@@ -175,20 +175,80 @@ def _worker(args):
     return 0
 
 
+def _module(test_id):
+    """The test module of a test id, short (``test_servers``,
+    ``regressions.test_bug_1718512``)."""
+    module = test_id.split(".")
+    while module and not module[-1].startswith("test_"):
+        module.pop()
+    return ".".join(module).replace("nova.tests.functional.", "")
+
+
+def compare(stock_file, ours_file, allowed_file=None):
+    """Print stock's and grant_scheduler's outcomes side by side, per
+    module; return the tests stock passes and ours does not, less those
+    ``allowed_file`` lists (``test id  reason`` lines)."""
+    with open(stock_file) as f:
+        stock = json.load(f)["outcomes"]
+    with open(ours_file) as f:
+        ours = json.load(f)["outcomes"]
+    allowed = {}
+    if allowed_file:
+        for name in _names(["@" + allowed_file]):
+            test_id, _, reason = name.partition(" ")
+            allowed[test_id] = reason.strip()
+    rows = {}
+    for test_id in set(stock) | set(ours):
+        row = rows.setdefault(_module(test_id), [0, 0, 0])
+        row[0] += 1
+        row[1] += stock.get(test_id) == "passed"
+        row[2] += ours.get(test_id) == "passed"
+    width = max(len(m) for m in rows)
+    print("%-*s %6s %6s %6s" % (width, "module", "tests", "stock", "ours"))
+    for module in sorted(rows):
+        print("%-*s %6d %6d %6d" % ((width, module) + tuple(rows[module])))
+    totals = [sum(r[i] for r in rows.values()) for i in range(3)]
+    print("%-*s %6d %6d %6d" % ((width, "total") + tuple(totals)))
+    worse = sorted(
+        t
+        for t, outcome in stock.items()
+        if outcome == "passed" and ours.get(t) != "passed"
+    )
+    for test_id in worse:
+        note = allowed.get(test_id)
+        print(
+            "%s: stock passed, ours %s%s"
+            % (test_id, ours.get(test_id, "not run"),
+               " (allowed: %s)" % note if note is not None else "")
+        )
+    return [t for t in worse if t not in allowed]
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument(
-        "--scheduler", choices=("stock", "grant_scheduler"), required=True
-    )
-    parser.add_argument("--json", required=True, help="where to write")
+    parser.add_argument("--scheduler", choices=("stock", "grant_scheduler"))
+    parser.add_argument("--json", help="where to write")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--shard", help=argparse.SUPPRESS)
     parser.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("STOCK_JSON", "OURS_JSON"),
+        help="only compare two earlier runs",
+    )
+    parser.add_argument(
+        "--allowed",
+        help="tests that may pass with stock and not with ours: "
+        "'TEST_ID REASON' lines",
+    )
+    parser.add_argument(
         "names",
-        nargs="+",
+        nargs="*",
         help="test names, or @FILE for the names in FILE (one a line)",
     )
     args = parser.parse_args(argv)
+    if args.compare:
+        return 1 if compare(*args.compare, allowed_file=args.allowed) else 0
     args.names = _names(args.names)
     if args.shard:
         return _worker(args)

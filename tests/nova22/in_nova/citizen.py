@@ -11,9 +11,12 @@ from unittest import mock
 
 from nova import context as nova_context
 from nova import exception as nova_exception
-from nova.tests.unit.image import fake as fake_image
+from nova.tests.functional.api import client
 
 from tests.nova22.in_nova import base
+
+# An image of Nova's GlanceFixture other than the one servers boot from.
+OTHER_IMAGE = "76fa36fc-c930-4bf3-8c8a-ea2a2420deb6"
 
 
 class TestPlacementRecords(base.GrantsTestBase):
@@ -22,7 +25,9 @@ class TestPlacementRecords(base.GrantsTestBase):
         server = self.boot()
         host = server["OS-EXT-SRV-ATTR:host"]
         allocations = self._get_allocations_by_server_uuid(server["id"])
-        provider = self._get_provider_uuid_by_host(host)
+        provider = self.placement.get(
+            "/resource_providers?name=%s" % host
+        ).body["resource_providers"][0]["uuid"]
         self.assertEqual(
             {"VCPU": 1, "MEMORY_MB": 1024, "DISK_GB": 10},
             allocations[provider]["resources"],
@@ -31,12 +36,15 @@ class TestPlacementRecords(base.GrantsTestBase):
         self.assertEqual([], self.live_grants())
 
     def test_the_grant_decides_where_placement_has_room(self):
-        # host1 is full in grant_scheduler's books only: placement offers
-        # it, the grant is not taken there, the server goes to host2.
-        self.fill("host1", "host1")
+        first = self.boot()["OS-EXT-SRV-ATTR:host"]
+        [emptier] = set(self.HOSTS) - {first}
+        # The emptier host, which Nova's weighers prefer, is full in
+        # grant_scheduler's books only: placement offers it, the grant is
+        # not taken there, the server goes to the other host.
+        self.fill(emptier, emptier)
         server = self.boot()
-        self.assertEqual("host2", server["OS-EXT-SRV-ATTR:host"])
-        self.fill("host2", "host2")
+        self.assertEqual(first, server["OS-EXT-SRV-ATTR:host"])
+        self.fill(first, first)
         failed = self.boot(expected_state="ERROR")
         self.assertIn("No valid host", failed["fault"]["message"])
         # Neither a grant nor an allocation is left for the refused one.
@@ -80,7 +88,7 @@ class TestRebuild(base.GrantsTestBase):
     def test_rebuild_on_a_full_host_takes_no_grant(self):
         servers = [self.boot() for _ in range(base.SLOTS_PER_HOST * 2)]
         before = self.gs.grants()
-        image = fake_image.AUTO_DISK_CONFIG_ENABLED_IMAGE_UUID
+        image = OTHER_IMAGE
         rebuilt = self._rebuild_server(servers[0], image)
         self.assertEqual(image, rebuilt["image"]["id"])
         self.assertEqual(
@@ -113,10 +121,29 @@ class TestGivenUpGrants(base.GrantsTestBase):
         patcher.start()
         return patcher
 
+    def boot_refused(self):
+        """A boot the quota recheck refuses: the conductor has set the
+        server to ERROR without a host when the API answers."""
+        # NOTE: testtools' assertRaises takes a callable and returns the
+        # exception.
+        refused = self.assertRaises(
+            client.OpenStackApiException, self.post_server
+        )
+        self.assertEqual(403, refused.response.status_code)
+        [server] = [
+            s
+            for s in self.api.get_servers()
+            if s["id"] not in self.seen and s["status"] == "ERROR"
+        ]
+        self.seen.add(server["id"])
+        self.assertIsNone(server["OS-EXT-SRV-ATTR:host"])
+        return server
+
     def test_deleted_servers_give_their_room_back_at_once(self):
         slots = base.SLOTS_PER_HOST * len(self.HOSTS)
+        self.seen = set()
         patcher = self.refuse_at_recheck()
-        refused = [self.boot(expected_state="ERROR") for _ in range(slots)]
+        refused = [self.boot_refused() for _ in range(slots)]
         patcher.stop()
         self.assertEqual(slots, len(self.live_grants()))
         for server in refused:
@@ -131,9 +158,9 @@ class TestGivenUpGrants(base.GrantsTestBase):
         self.assertEqual([], self.over_limit())
 
     def test_the_periodic_task_withdraws_grants_of_error_servers(self):
+        self.seen = set()
         self.addCleanup(self.refuse_at_recheck().stop)
-        failed = self.boot(expected_state="ERROR")
-        self.assertIsNone(failed["OS-EXT-SRV-ATTR:host"])
+        failed = self.boot_refused()
         [grant] = self.live_grants()
         self.assertEqual(failed["id"], grant.instance_uuid)
         self.driver.withdraw_stale_grants(nova_context.get_admin_context())
