@@ -104,30 +104,6 @@ class _Periodic(periodic_task.PeriodicTasks):
             LOG.info("Reaped grants: %s", counts)
 
     @periodic_task.periodic_task(spacing=60, run_immediately=True)
-    def withdraw_stale_grants(self, context):
-        """Withdraw the grants of instances Nova has given up."""
-        if compat.have_nova():
-            self._stale_grants().withdraw_all(context)
-
-    def _stale_grants(self):
-        from grant_scheduler.nova import stale_grants
-
-        return stale_grants.StaleGrants(self._lazy.get)
-
-    @property
-    def filter_scheduler(self):
-        """Nova's FilterScheduler claiming through grants (17-22; built in
-        the worker, on first use)."""
-        if self._filter_scheduler is None:
-            from grant_scheduler.nova import placement
-
-            self._filter_scheduler = placement.GrantingFilterScheduler(
-                self.host_manager,
-                placement.NodeGrants(self._lazy.get, self._stale_grants()),
-                self.registry,
-            )
-        return self._filter_scheduler
-
     def sync_hosts(self, context):
         self._driver.sync_hosts(context)
 
@@ -257,7 +233,14 @@ class GrantSchedulerDriver:
             stays granted then.
         """
         call = _bind(args, kwargs)
-        if self.USES_ALLOCATION_CANDIDATES and call["answer"] == SELECTIONS:
+        if (
+            self.USES_ALLOCATION_CANDIDATES
+            and call["answer"] == SELECTIONS
+            and call["instance_uuids"]
+        ):
+            # NOTE(placement): without instance uuids (a conductor older
+            # than Pike) Nova's FilterScheduler claims nothing; the
+            # protocol's own path below still grants.
             return self._select_with_placement(context, spec_obj, call)
         alternates = 0
         if call["answer"] == SELECTIONS and call["return_alternates"]:

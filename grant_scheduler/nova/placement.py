@@ -78,7 +78,9 @@ class GrantingPlacementClient:
     def __getattr__(self, name):
         return getattr(self._client, name)
 
-    def claim_resources(self, context, consumer_uuid, alloc_request, *args, **kw):
+    def claim_resources(
+        self, context, consumer_uuid, alloc_request, *args, **kw
+    ):
         """Grant, then claim in placement; False (the next host) if either
         refuses, and then nothing stays granted or allocated."""
         node = self._grants.node_of(alloc_request)
@@ -125,7 +127,9 @@ class NodeGrants:
 
     def known(self):
         """``{(host, node): node uuid}`` of grant_scheduler's rows."""
-        return {(s.host, s.node): s.node_uuid for s in self._gs().view().states()}
+        return {
+            (s.host, s.node): s.node_uuid for s in self._gs().view().states()
+        }
 
     def node_of(self, alloc_request):
         """grant_scheduler's node among an allocation request's providers."""

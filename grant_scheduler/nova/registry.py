@@ -70,9 +70,7 @@ class NodeRegistry:
                 host, node, capacity, node_uuid=host_state.uuid
             )
         except exception.InvalidResources as exc:
-            LOG.warning(
-                "Compute node %s/%s not updated: %s", host, node, exc
-            )
+            LOG.warning("Compute node %s/%s not updated: %s", host, node, exc)
             return False
         LOG.info(
             "Compute node %s/%s was re-created by Nova as %s",

@@ -88,8 +88,7 @@ class StaleGrants:
 
     def _withdraw(self, context, grants):
         uuids = sorted(
-            {g.instance_uuid for g in grants if g.state == LIVE}
-            - {None}
+            {g.instance_uuid for g in grants if g.state == LIVE} - {None}
         )
         withdrawn = 0
         for instance_uuid in uuids:

@@ -70,11 +70,20 @@ def _migrated_template(workdir):
     template = os.path.join(workdir, "template.sqlite")
     config = os.path.join(workdir, "gs.conf")
     with open(config, "w") as f:
-        f.write("[grant_scheduler_database]\nconnection = sqlite:///%s\n"
-                % template)
+        f.write(
+            "[grant_scheduler_database]\nconnection = sqlite:///%s\n"
+            % template
+        )
     subprocess.run(
-        [sys.executable, "-m", "grant_scheduler.cmd.manage",
-         "--config-file", config, "db", "sync"],
+        [
+            sys.executable,
+            "-m",
+            "grant_scheduler.cmd.manage",
+            "--config-file",
+            config,
+            "db",
+            "sync",
+        ],
         check=True,
     )
     return template
@@ -218,8 +227,11 @@ def compare(stock_file, ours_file, allowed_file=None):
         note = allowed.get(test_id)
         print(
             "%s: stock passed, ours %s%s"
-            % (test_id, ours.get(test_id, "not run"),
-               " (allowed: %s)" % note if note is not None else "")
+            % (
+                test_id,
+                ours.get(test_id, "not run"),
+                " (allowed: %s)" % note if note is not None else "",
+            )
         )
     return [t for t in worse if t not in allowed]
 
@@ -252,17 +264,32 @@ def main(argv=None):
     args.names = _names(args.names)
     if args.shard:
         return _worker(args)
+    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     workers = []
     for index in range(args.workers):
         part = "%s.%d" % (args.json, index)
         command = [
-            sys.executable, "-W", "ignore", "-m", "tests.nova22.own_tests",
-            "--scheduler", args.scheduler, "--json", part,
-            "--shard", "%d/%d" % (index, args.workers),
+            sys.executable,
+            "-W",
+            "ignore",
+            "-m",
+            "tests.nova22.own_tests",
+            "--scheduler",
+            args.scheduler,
+            "--json",
+            part,
+            "--shard",
+            "%d/%d" % (index, args.workers),
         ] + args.names
         log = open(part + ".log", "w")
-        workers.append((part, subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT)))
+        workers.append(
+            (
+                part,
+                subprocess.Popen(
+                    command, stdout=log, stderr=subprocess.STDOUT
+                ),
+            )
+        )
     outcomes, details, nodes_seen = {}, {}, {}
     for part, process in workers:
         if process.wait() != 0 or not os.path.exists(part):
@@ -281,7 +308,9 @@ def main(argv=None):
                 "details": details,
                 "nodes_seen": nodes_seen,
             },
-            f, indent=1, sort_keys=True,
+            f,
+            indent=1,
+            sort_keys=True,
         )
     counts = {o: list(outcomes.values()).count(o) for o in OUTCOMES}
     print("%s: %s" % (args.scheduler, counts))

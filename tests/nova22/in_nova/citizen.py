@@ -48,7 +48,9 @@ class TestPlacementRecords(base.GrantsTestBase):
         failed = self.boot(expected_state="ERROR")
         self.assertIn("No valid host", failed["fault"]["message"])
         # Neither a grant nor an allocation is left for the refused one.
-        self.assertEqual({}, self._get_allocations_by_server_uuid(failed["id"]))
+        self.assertEqual(
+            {}, self._get_allocations_by_server_uuid(failed["id"])
+        )
         self.assertEqual([], self.live_grants())
         self.assertEqual([], self.over_limit())
 
@@ -69,8 +71,10 @@ class TestPlacementRecords(base.GrantsTestBase):
         # One grant was written and withdrawn, one consumed.
         states = sorted(g.state for g in self.gs.grants())
         self.assertNotIn("won", states)
-        self.assertEqual(self.flavor_resources(1), sum(
-            self.usage().values(), self.flavor_resources(0)))
+        self.assertEqual(
+            self.flavor_resources(1),
+            sum(self.usage().values(), self.flavor_resources(0)),
+        )
 
 
 class TestNovaLimits(base.GrantsTestBase):
@@ -163,5 +167,6 @@ class TestGivenUpGrants(base.GrantsTestBase):
         failed = self.boot_refused()
         [grant] = self.live_grants()
         self.assertEqual(failed["id"], grant.instance_uuid)
-        self.driver.withdraw_stale_grants(nova_context.get_admin_context())
+        # Nova's scheduler manager runs the driver's periodic tasks.
+        self.driver.run_periodic_tasks(nova_context.get_admin_context())
         self.assertEqual([], self.live_grants())

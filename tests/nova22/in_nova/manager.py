@@ -4,7 +4,9 @@ Once per class: an API database (``nova-manage api_db sync``), cell0
 (``cell_v2 map_cell0``), cell1 (``cell_v2 create_cell``, ``db sync``), all
 SQLite files, and a ``nova.conf`` with ``[scheduler] driver =
 grant_scheduler``; compute services and nodes are written into cell1 with
-Nova's objects and mapped with ``cell_v2 discover_hosts``.  Then Nova's
+Nova's objects and mapped with ``cell_v2 discover_hosts``.  Per test,
+Nova's placement fixture (the real placement service in-process) with a
+resource provider per compute node, as its compute would report it.  Then Nova's
 own ``SchedulerManager()`` loads the driver through stevedore, and each
 test calls the manager as the conductor's RPC calls do, in every shape
 Nova 22's ``select_destinations`` accepts, and the instance-info calls
@@ -23,6 +25,7 @@ from nova import context as nova_context
 from nova import exception as nova_exception
 from nova import objects
 from nova.scheduler import manager as scheduler_manager
+from nova.tests.functional import fixtures as func_fixtures
 
 from grant_scheduler import api
 from grant_scheduler import conf as gs_conf
@@ -46,8 +49,8 @@ connection = sqlite:///{directory}/cell1.sqlite
 [scheduler]
 driver = grant_scheduler
 [placement]
-# Never called (the driver uses no allocation candidates), but Nova's
-# SchedulerManager builds its placement client at start.
+# Nova's placement client needs an endpoint to start; the placement fixture
+# intercepts every call it makes.
 auth_type = none
 endpoint_override = http://127.0.0.1:9/placement
 [grant_scheduler_database]
@@ -148,12 +151,39 @@ class ManagerTestCase(unittest.TestCase):
 
     def setUp(self):
         super().setUp()
+        placement = func_fixtures.PlacementFixture()
+        placement.setUp()
+        self.addCleanup(placement.cleanUp)
+        for host in HOSTS:
+            self.add_provider(placement.api, host)
         self.manager = scheduler_manager.SchedulerManager()
         self.driver = self.manager.driver
         self.gs = self.driver.grant_scheduler
         self.context = nova_context.RequestContext("user", "project")
         self.addCleanup(self.gs.database.dispose)
         self.addCleanup(self._empty_grant_scheduler)
+
+    @staticmethod
+    def add_provider(placement_api, host):
+        """The resource provider a compute reports for its node."""
+        node_uuid = str(uuid.uuid5(uuid.NAMESPACE_DNS, host))
+        placement_api.post(
+            "/resource_providers", {"uuid": node_uuid, "name": host}
+        )
+        placement_api.put(
+            "/resource_providers/%s/inventories" % node_uuid,
+            {
+                "resource_provider_generation": 0,
+                "inventories": {
+                    "VCPU": {"total": NODE["vcpus"]},
+                    "MEMORY_MB": {
+                        "total": NODE["memory_mb"],
+                        "reserved": RESERVED_MB,
+                    },
+                    "DISK_GB": {"total": NODE["local_gb"]},
+                },
+            },
+        )
 
     def _empty_grant_scheduler(self):
         for report in self.gs.hosts():
