@@ -6,8 +6,8 @@ SQLite files, and a ``nova.conf`` with ``[scheduler] driver =
 grant_scheduler``; compute services and nodes are written into cell1 with
 Nova's objects and mapped with ``cell_v2 discover_hosts``.  Per test,
 Nova's placement fixture (the real placement service in-process) with a
-resource provider per compute node, as its compute would report it.  Then Nova's
-own ``SchedulerManager()`` loads the driver through stevedore, and each
+resource provider per compute node, as its compute would report it.  Then
+Nova's own ``SchedulerManager()`` loads the driver through stevedore, and each
 test calls the manager as the conductor's RPC calls do, in every shape
 Nova 22's ``select_destinations`` accepts, and the instance-info calls
 computes cast.
