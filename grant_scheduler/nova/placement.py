@@ -124,19 +124,26 @@ class NodeGrants:
         """
         self._gs = grant_scheduler
         self._stale = stale_grants
+        self._by_uuid = {}
 
     def known(self):
-        """``{(host, node): node uuid}`` of grant_scheduler's rows."""
-        return {
-            (s.host, s.node): s.node_uuid for s in self._gs().view().states()
-        }
+        """``{(host, node): node uuid}`` of grant_scheduler's rows, read
+        from the view (its changes since the last read)."""
+        states = self._gs().view().states()
+        self._by_uuid = {s.node_uuid: s for s in states}
+        return {(s.host, s.node): s.node_uuid for s in states}
 
     def node_of(self, alloc_request):
-        """grant_scheduler's node among an allocation request's providers."""
+        """grant_scheduler's node among an allocation request's providers.
+
+        Names and uuids only, which change only when a node is registered
+        or re-created: from the last ``known``, read again on a miss."""
         providers = set(alloc_request.get("allocations") or {})
-        for state in self._gs().view().states():
-            if state.node_uuid in providers:
-                return state
+        for attempt in range(2):
+            for node_uuid in providers & set(self._by_uuid):
+                return self._by_uuid[node_uuid]
+            if not attempt:
+                self.known()
         return None
 
     def grant(self, context, instance_uuid, node, amount):
