@@ -135,7 +135,9 @@ class GrantScheduler:
         :param hooks: ``injection.Hooks`` for tests; off by default.
         :param rng: a ``random.Random`` for the choice among equals.
         :param claim_lock: ``lock(host, node)`` for the compute side.
+        :raises InvalidRequest: ``name`` is not a valid name.
         """
+        name = validate.name("name", name, optional=True)
         self._assemble(
             database,
             gs_store.Store(database),

@@ -223,6 +223,49 @@ class Requests(BadInputTestCase):
                     fragment,
                 )
 
+    def test_every_name_is_checked_by_one_rule(self):
+        # The scheduler's own name and the request id reach the database
+        # too; a lone surrogate cannot be encoded for any of them.
+        bad_names = (
+            ("s" * 256, "at most 255"),
+            ("s\x1b[2J", "control character"),
+            ("s\nt", "control character"),
+            ("s\u2028t", "control character"),
+            ("s\u202et", "control character"),
+            ("h\ud800", "surrogate"),
+            ("\u3000s", "white space"),
+        )
+        for bad, fragment in bad_names:
+            with self.subTest(name=bad):
+                for call in (
+                    lambda b=bad: api.GrantScheduler(self.db, name=b),
+                    lambda b=bad: self.gs.report_host(b, "n", CAPACITY),
+                    lambda b=bad: self.gs.report_host("h", b, CAPACITY),
+                    lambda b=bad: self.gs.register_host("h", b, CAPACITY),
+                    lambda b=bad: self.gs.delete_host(b, "cmp1"),
+                    lambda b=bad: self.gs.claim(U1, "cmp1", b),
+                    lambda b=bad: self.gs.release(U1, b, "cmp1"),
+                    lambda b=bad: self.gs.grants(host=b),
+                    lambda b=bad: self.gs.schedule(1, 1024, 10, request_id=b),
+                    lambda b=bad: self.gs.schedule(
+                        1, 1024, 10, force_hosts=[b]
+                    ),
+                    lambda b=bad: self.gs.claim(
+                        U1, "cmp1", "cmp1", request_id=b
+                    ),
+                ):
+                    self.assertRefused(
+                        exception.InvalidRequest, call, fragment
+                    )
+        # The longest name that fits is stored and read back whole.
+        longest = "s" * 255
+        gs = api.GrantScheduler(self.db, name=longest)
+        gs.report_host(longest, longest, CAPACITY)
+        [selection] = gs.schedule(1, 1024, 10, force_hosts=[longest])
+        [row] = [g for g in gs.grants(host=longest)]
+        self.assertEqual(longest, row.scheduler)
+        self.assertEqual((longest, longest), (selection.host, selection.node))
+
     def test_instance_uuid_objects_are_taken(self):
         value = uuid.uuid4()
         [selection] = self.gs.schedule(1, 1024, 10, instance_uuids=[value])
