@@ -106,7 +106,12 @@ class Store:
         host_id = self._node_ids.get(node)
         outcome = None
         if host_id is not None and build.resources is not None:
-            outcome = self._claim_by_own_grant(host_id, build, before_commit)
+            try:
+                outcome = self._claim_by_own_grant(
+                    host_id, build, before_commit
+                )
+            except claims.TakeGeneralPath:
+                outcome = None
         if outcome is None:
             outcome = self._claim(build, before_commit)
         self._node_ids[node] = outcome.host_id
