@@ -442,3 +442,42 @@ class RacingDuplicateGrants(DuplicateGrantsTestCase):
         outcome = compute.claim(instance, "host0", "node0", ONE_SLOT)
         self.assertEqual("grant", outcome.how)
         self.assertExactAfterClaim(admin, instance, room=6)
+
+
+@base.with_scenarios(base.ALL_BACKENDS)
+class RequestLargerThanTheRoom(InterleavingTestCase):
+    """A request the view's free amounts cannot hold is answered at once,
+    from a fresh read, and writes nothing."""
+
+    def host_tickets(self):
+        with self.db.reader() as conn:
+            return sorted(
+                tuple(row)
+                for row in conn.execute(
+                    sa_compat.select(models.hosts.c.id, models.hosts.c.ticket)
+                )
+            )
+
+    def test_a_million_instances_on_two_hosts(self):
+        admin = self.add_hosts(2)
+        before = self.host_tickets()
+        gs = self.gs()
+        with self.assertRaises(api.NoValidHost) as caught:
+            gs.schedule(1, 1024, 10, num_instances=10**6)
+        self.assertFalse(caught.exception.contention)
+        self.assertEqual(0, gs.counters.attempts)
+        self.assertEqual(before, self.host_tickets())
+        self.assertEqual([], admin.check(quiescent=True))
+
+    def test_a_stale_view_is_read_again_before_the_answer(self):
+        admin = self.add_hosts(2)
+        gs = self.gs()
+        gs.view()  # cached: both hosts empty
+        [other] = self.schedule(self.gs())
+        with self.assertRaises(api.NoValidHost):
+            self.schedule(gs, count=2)
+        self.assertEqual(0, gs.counters.attempts)
+        self.assertEqual(
+            {other.grant_id: decision.GRANT_WON}, self.grant_states()
+        )
+        self.assertEqual([], admin.check())
