@@ -61,8 +61,9 @@ def first_reports(url, barrier, rounds, results):
 
 
 def churn(url, barrier, seed, steps, results):
-    """Report, delete, schedule, claim and claim again one node, at
-    random, while the other processes do the same."""
+    """Report, register, delete, schedule, claim, claim again, release,
+    withdraw, reap and check one node, at random, while the other
+    processes do the same."""
     gs = _gs(url)
     rng = random.Random(seed)
     claimed = []
@@ -70,10 +71,23 @@ def churn(url, barrier, seed, steps, results):
     barrier.wait(WAIT)
     for _ in range(steps):
         action = rng.choice(
-            ["report", "report", "delete", "claim", "reclaim", "reclaim"]
+            ["report", "report", "register", "delete", "claim", "reclaim"]
+            + ["reclaim", "release", "withdraw", "reap", "check"]
         )
         if action == "report":
             call = lambda: gs.report_host("h", "n", CAPACITY)  # noqa: E731
+        elif action == "register":
+            call = lambda: gs.register_host("h", "n", CAPACITY)  # noqa: E731
+        elif action == "reap":
+            call = gs.reap
+        elif action == "check":
+            call = gs.check
+        elif action in ("release", "withdraw") and claimed:
+            instance = rng.choice(claimed)
+            if action == "release":
+                call = lambda i=instance: gs.release(i, "h", "n")  # noqa: E731
+            else:
+                call = lambda i=instance: gs.withdraw_instance(i)  # noqa: E731
         elif action == "delete":
             call = lambda: gs.delete_host("h", "n")  # noqa: E731
         elif action == "claim":
@@ -84,7 +98,7 @@ def churn(url, barrier, seed, steps, results):
                 gs.schedule(1, 1024, 10, instance_uuids=[instance])
                 return gs.claim(instance, "h", "n", ONE)
 
-        elif claimed:
+        elif action == "reclaim" and claimed:
             instance = rng.choice(claimed)
             call = lambda i=instance: gs.claim(i, "h", "n", ONE)  # noqa: E731
         else:
