@@ -257,14 +257,21 @@ class Requests(BadInputTestCase):
                     self.assertRefused(
                         exception.InvalidRequest, call, fragment
                     )
-        # The longest name that fits is stored and read back whole.
-        longest = "s" * 255
-        gs = api.GrantScheduler(self.db, name=longest)
-        gs.report_host(longest, longest, CAPACITY)
-        [selection] = gs.schedule(1, 1024, 10, force_hosts=[longest])
-        [row] = [g for g in gs.grants(host=longest)]
-        self.assertEqual(longest, row.scheduler)
-        self.assertEqual((longest, longest), (selection.host, selection.node))
+        # The longest names that fit are stored and read back whole, in
+        # one-byte and in four-byte characters.
+        for longest in ("s" * 255, "\U0001f680" * 255):
+            gs = api.GrantScheduler(self.db, name=longest)
+            gs.report_host(longest, longest, CAPACITY)
+            [selection] = gs.schedule(
+                1, 1024, 10, force_hosts=[longest], request_id=longest
+            )
+            [row] = gs.grants(host=longest)
+            self.assertEqual(
+                (longest, longest), (row.scheduler, row.request_id)
+            )
+            self.assertEqual(
+                (longest, longest), (selection.host, selection.node)
+            )
 
     def test_instance_uuid_objects_are_taken(self):
         value = uuid.uuid4()
