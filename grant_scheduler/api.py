@@ -46,6 +46,7 @@ __all__ = [
     "Capacity",
     "ClaimRejected",
     "DatabaseConfigError",
+    "DatabaseError",
     "DatabaseUnavailable",
     "GrantScheduler",
     "GrantSchedulerError",
@@ -69,6 +70,7 @@ View = gs_view.View
 GrantSchedulerError = exception.GrantSchedulerError
 ClaimRejected = exception.ClaimRejected
 DatabaseConfigError = exception.DatabaseConfigError
+DatabaseError = exception.DatabaseError
 DatabaseUnavailable = exception.DatabaseUnavailable
 InvalidRequest = exception.InvalidRequest
 InvalidResources = exception.InvalidResources
@@ -94,7 +96,7 @@ def _edge(method):
             self._check_schema_once()
             return method(self, *args, **kwargs)
         except Exception as exc:
-            translated = db_api.translate(self.database, exc)
+            translated = db_api.translate_any(self.database, exc)
             if translated is None:
                 raise
             raise translated from exc
@@ -135,7 +137,9 @@ class GrantScheduler:
         :param hooks: ``injection.Hooks`` for tests; off by default.
         :param rng: a ``random.Random`` for the choice among equals.
         :param claim_lock: ``lock(host, node)`` for the compute side.
+        :raises InvalidRequest: ``name`` is not a valid name.
         """
+        name = validate.name("name", name, optional=True)
         self._assemble(
             database,
             gs_store.Store(database),

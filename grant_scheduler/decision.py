@@ -8,7 +8,8 @@ broken by a random order of the nodes drawn once per scheduler process, and
 prefer different ones, and one scheduler's consecutive choices still spread.
 
 *Does the grant hold?*  A node can take a request when its usage plus its
-live grants plus the request stays within its limit in every dimension
+live grants plus the request stays within its limit in every dimension,
+and the request itself within the node's total (placement's ``max_unit``)
 (``resources.HostState.fits``).  The data layer evaluates exactly this rule
 inside the grant's own ``UPDATE`` of the node's row, on the latest committed
 row under its lock, so the decision and the write are one step and no
@@ -51,9 +52,18 @@ class Placement:
 
 
 def free_key(state):
-    """The free amounts ``Spread`` ranks by: RAM, vCPU, disk."""
-    free = state.free
-    return (free.memory_mb, free.vcpus, free.disk_gb)
+    """The free amounts ``Spread`` ranks by (RAM, vCPU, disk), then the
+    largest instance the node takes now in each: the free amount, but no
+    more than the node's total (placement's ``max_unit``)."""
+    free, total = state.free, state.capacity.total
+    return (
+        free.memory_mb,
+        free.vcpus,
+        free.disk_gb,
+        min(free.memory_mb, total.memory_mb),
+        min(free.vcpus, total.vcpus),
+        min(free.disk_gb, total.disk_gb),
+    )
 
 
 class Spread:
@@ -80,11 +90,11 @@ class Spread:
         anywhere = placement.anywhere
         order = self._order
         fitting = [
-            (free_ram, free_vcpus, free_disk, order(host_id), host_id)
-            for host_id, (free_ram, free_vcpus, free_disk) in free.items()
-            if free_ram >= ram
-            and free_vcpus >= vcpus
-            and free_disk >= disk
+            (key[0], key[1], key[2], order(host_id), host_id)
+            for host_id, key in free.items()
+            if key[3] >= ram
+            and key[4] >= vcpus
+            and key[5] >= disk
             and host_id not in exclude
             and (anywhere or placement.allows(states[host_id]))
         ]

@@ -107,6 +107,16 @@ class DatabaseUnavailable(GrantSchedulerError):
     )
 
 
+class DatabaseError(GrantSchedulerError):
+    """The database refused a statement, or a row kept changing under a
+    write through every retry; nothing of the call was committed."""
+
+    msg_fmt = (
+        "The database at %(url)s did not complete the call: %(reason)s. "
+        "Nothing of it was written; the call may be repeated."
+    )
+
+
 class SchemaNotMigrated(GrantSchedulerError):
     msg_fmt = (
         "The database at %(url)s is at schema revision %(current)s but this "

@@ -118,4 +118,10 @@ class HostState:
         return self.limit - self.used - self.granted
 
     def fits(self, request):
-        return (self.used + self.granted + request).fits_within(self.limit)
+        """Within the limit with usage and live grants, and one instance
+        no larger than the node's physical amount (placement's
+        ``max_unit``: overcommitment shares a CPU, it does not widen one
+        instance beyond the node)."""
+        return request.fits_within(self.capacity.total) and (
+            self.used + self.granted + request
+        ).fits_within(self.limit)

@@ -17,14 +17,23 @@ changed that node after this request last read it, so a request does work
 in proportion to the competition it meets, and some writer makes progress
 with each of its fall-overs (I3).
 
+A request the view's free amounts cannot hold as a whole is answered
+NoValidHost before any grant, once a fresh read agrees.
+
 A multi-instance request is all-or-nothing (H11): on any failure every
 grant it took, and one whose commit may have landed unacknowledged, is
-withdrawn before the error leaves ``schedule``.
+withdrawn before the error leaves ``schedule``.  Racing multi-instance
+requests may each hold part of the room and all fail; one that failed
+reads every node again once its grants are withdrawn and, while that read
+holds all of it, starts again after a growing random pause (bounded by
+``REQUEST_RETRIES``), so the requests that fit are placed.
 """
 
 import dataclasses
 import os
+import random
 import socket
+import time
 import uuid
 
 from oslo_log import log as logging
@@ -139,6 +148,14 @@ CONTENDED_REQUESTS = 32
 CONTENDED_SPARE = 13
 
 
+# A multi-instance request that met other requests and found no room for
+# its last instances gives its grants back; while a fresh read then shows
+# room for all of it, it starts again, at most this many times, after a
+# random pause of up to RETRY_DELAY seconds, doubled at each retry.
+REQUEST_RETRIES = 8
+RETRY_DELAY = 0.02
+
+
 def default_name():
     return "%s:%d" % (socket.gethostname(), os.getpid())
 
@@ -152,6 +169,7 @@ class Scheduler:
         self.name = name or default_name()
         self.hooks = hooks or injection.NO_HOOKS
         self.counters = Counters()
+        self._rng = rng or random.Random()
         self._contended = 0
         self.view_cache = gs_view.ViewCache(
             store,
@@ -181,6 +199,45 @@ class Scheduler:
         if self.view_cache.others_granted:
             self._contended = CONTENDED_REQUESTS
         self.hooks.fire("view_loaded", request=request)
+        wanted = len(request.instance_uuids)
+        try:
+            self._check_room(view, request, wanted, contention=False)
+            for retry in range(REQUEST_RETRIES + 1):
+                if retry:
+                    self._back_off(retry)
+                try:
+                    selections = self._place_all(view, request)
+                    break
+                except exception.NoValidHost:
+                    # NOTE: the grants it held are withdrawn: room that
+                    # racing requests left may now hold all of it.
+                    if wanted == 1 or retry == REQUEST_RETRIES:
+                        raise
+                    self._check_room(view, request, wanted, contention=True)
+        except exception.NoValidHost:
+            self.counters.no_valid_host += 1
+            raise
+        self.counters.placed += len(selections)
+        return selections
+
+    def _check_room(self, view, request, wanted, contention):
+        """Raise NoValidHost, writing nothing, unless the view's free
+        amounts hold the whole request; a view that does not is read again
+        first, so the answer rests on a fresh read (I2)."""
+        if view.room(request, wanted) >= wanted:
+            return
+        self._refresh(view)
+        if view.room(request, wanted) < wanted:
+            raise self._no_valid_host(view, request, contention)
+
+    def _back_off(self, retry):
+        """A random pause before a request starts again, growing with each
+        retry: requests that took parts of the same room and gave them
+        back all at once then do not meet again at the same moment."""
+        time.sleep(self._rng.uniform(0, RETRY_DELAY * 2 ** (retry - 1)))
+
+    def _place_all(self, view, request):
+        """Place every instance, or withdraw every grant taken and raise."""
         selections = []
         taken = []
         try:
@@ -189,12 +246,9 @@ class Scheduler:
                     self._place(view, request, instance_uuid, taken)
                 )
             self.hooks.fire("before_answer", selections=selections)
-        except BaseException as exc:
-            if isinstance(exc, exception.NoValidHost):
-                self.counters.no_valid_host += 1
+        except BaseException:
             self._withdraw(request, taken)
             raise
-        self.counters.placed += len(selections)
         return selections
 
     def _withdraw(self, request, taken):

@@ -8,6 +8,7 @@ backend and being stored on another.
 """
 
 import math
+import unicodedata
 import uuid
 
 from grant_scheduler import exception
@@ -75,12 +76,27 @@ def ratio(name, value):
     return float(value)
 
 
+# NOTE: Unicode categories a name may not hold: control and format
+# characters (a newline, NUL, a terminal escape, a bidirectional override
+# that prints a name backwards), line and paragraph separators, and
+# surrogates, which no database encoding can store.
+_REFUSED_CATEGORIES = {
+    "Cc": "a control character",
+    "Cf": "a control character (format)",
+    "Zl": "a control character (line separator)",
+    "Zp": "a control character (paragraph separator)",
+    "Cs": "a surrogate",
+}
+
+
 def name(what, value, optional=False):
-    """A host, node, request or scheduler name.
+    """A host, node, request or scheduler name: the one rule for every name
+    the API takes.
 
     Non-empty text of at most ``NAME_LENGTH`` characters, without control
-    characters (newlines, NUL, terminal escapes) and without leading or
-    trailing white space, which some collations ignore and others do not.
+    characters (newlines, NUL, terminal escapes), surrogates and without
+    leading or trailing white space, which some collations ignore and
+    others do not.
     """
     if value is None and optional:
         return None
@@ -95,10 +111,12 @@ def name(what, value, optional=False):
             reason="%s is %d characters long; at most %d fit"
             % (what, len(value), NAME_LENGTH)
         )
-    if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in value):
-        raise exception.InvalidRequest(
-            reason="%s %r contains a control character" % (what, value)
-        )
+    for character in value:
+        refused = _REFUSED_CATEGORIES.get(unicodedata.category(character))
+        if refused is not None:
+            raise exception.InvalidRequest(
+                reason="%s %r contains %s" % (what, value, refused)
+            )
     if value != value.strip():
         raise exception.InvalidRequest(
             reason="%s %r starts or ends with white space" % (what, value)

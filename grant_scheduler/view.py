@@ -99,6 +99,34 @@ class View:
             return []
         return [chosen] + [s for s in ranked if s is not chosen]
 
+    def room(self, request, wanted):
+        """How many instances of ``request`` the nodes take in all, by
+        their free amounts, counted up to ``wanted``.
+
+        A node takes ``free // amount`` of them in its tightest dimension,
+        none when one instance exceeds its total (``max_unit``).  This is
+        an upper bound for any ranking (a subclass's filters only remove
+        nodes): fewer than the request means it cannot fit.
+        """
+        amount = request.resources
+        placement = request.placement
+        found = 0
+        for host_id, key in self._free.items():
+            if not placement.anywhere and not placement.allows(
+                self._states[host_id]
+            ):
+                continue
+            units = key[3:]
+            wants = (amount.memory_mb, amount.vcpus, amount.disk_gb)
+            if any(unit < want for unit, want in zip(units, wants)):
+                continue
+            found += min(
+                free // want for free, want in zip(key[:3], wants) if want
+            )
+            if found >= wanted:
+                return wanted
+        return found
+
     def consume(self, state, amount):
         """Count a grant this request has just won on ``state``."""
         self.replace(

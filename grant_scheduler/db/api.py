@@ -45,6 +45,7 @@ from sqlalchemy.ext import compiler as sa_compiler
 
 from grant_scheduler import exception
 from grant_scheduler.conf import database as db_conf
+from grant_scheduler.db import rows
 from grant_scheduler.db import sa_compat
 
 LOG = logging.getLogger(__name__)
@@ -423,5 +424,27 @@ def translate(database, exc):
         return exception.DatabaseUnavailable(
             url=database.safe_url,
             reason="the connection failed while starting (%s)" % reason(exc),
+        )
+    return None
+
+
+def translate_any(database, exc):
+    """``translate``, and for the public API a ``DatabaseError`` for any
+    other database error, so that its callers catch one base class.
+
+    A lost conditional update that outlived every retry is one of them:
+    the rows it read kept changing, and nothing of the call committed.
+    """
+    translated = translate(database, exc)
+    if translated is not None:
+        return translated
+    if isinstance(exc, rows.LostUpdate):
+        return exception.DatabaseError(
+            url=database.safe_url,
+            reason="a row kept changing under the write through every retry",
+        )
+    if isinstance(exc, (db_exc.DBError, sa.exc.SQLAlchemyError)):
+        return exception.DatabaseError(
+            url=database.safe_url, reason=reason(exc)
         )
     return None

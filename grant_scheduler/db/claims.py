@@ -6,6 +6,8 @@ forward), then the grant is marked consumed and the claim row written.
 Without a grant of its own the claim is the same conditional ``UPDATE`` a
 grant is, ``HostState.fits`` evaluated by the database (H5).  The claim
 row's unique (instance, node) makes a repeated claim find the first (H12).
+A claim consumes exactly one grant, or none: any other live grant of the
+instance (a reschedule, a retried request) is withdrawn with it.
 """
 
 import sqlalchemy as sa
@@ -13,6 +15,7 @@ import sqlalchemy as sa
 from grant_scheduler import decision
 from grant_scheduler import exception
 from grant_scheduler import storage
+from grant_scheduler.db import grants
 from grant_scheduler.db import models
 from grant_scheduler.db import rows
 from grant_scheduler.db import sa_compat
@@ -106,9 +109,24 @@ def _advance_mark(ticket, created_at):
     }
 
 
+def _others_live(instance_uuid):
+    """The instance's live grants, anywhere (a reschedule's or a retried
+    request's duplicates once its own grant is consumed)."""
+    return sa.and_(
+        GRANTS.c.instance_uuid == instance_uuid,
+        GRANTS.c.state == decision.GRANT_WON,
+    )
+
+
 def _consume_own_grant(conn, db, host_id, instance_uuid, resources):
-    """Consume the instance's live grant of exactly ``resources`` on the
-    node, by one ``UPDATE``: ``(ticket, created_at)``, or None."""
+    """Consume the instance's oldest live grant of exactly ``resources`` on
+    the node, by one ``UPDATE`` of that one row: ``(ticket, created_at)``,
+    or None.
+
+    The row is named by its id, chosen in the statement itself: duplicate
+    grants of the instance match the same condition, and a claim consumes
+    exactly one grant.
+    """
     own = sa.and_(
         GRANTS.c.host_id == host_id,
         GRANTS.c.instance_uuid == instance_uuid,
@@ -118,12 +136,32 @@ def _consume_own_grant(conn, db, host_id, instance_uuid, resources):
             for name, value in resources.as_dict().items()
         ),
     )
-    values = {"state": decision.GRANT_CONSUMED, "consumed_at": db.now()}
+    oldest = (
+        sa_compat.select(GRANTS.c.id)
+        .where(own)
+        .order_by(GRANTS.c.ticket)
+        .limit(1)
+    )
     dialect = db.dialect_name
+    if dialect == "mysql":
+        # NOTE: MySQL refuses a subquery on the table being updated unless
+        # it is materialised as a derived table first.
+        derived = oldest.alias("oldest")
+        oldest = sa_compat.select(derived.c.id)
+    values = {"state": decision.GRANT_CONSUMED, "consumed_at": db.now()}
     if dialect == "mysql":
         # NOTE: hands the ticket back in the statement's OK packet.
         values["ticket"] = sa.func.last_insert_id(GRANTS.c.ticket)
-    statement = GRANTS.update().where(own).values(**values)
+    statement = (
+        GRANTS.update()
+        .where(
+            sa.and_(
+                GRANTS.c.id == sa_compat.scalar_subquery(oldest),
+                GRANTS.c.state == decision.GRANT_WON,
+            )
+        )
+        .values(**values)
+    )
     if dialect == "postgresql":
         row = conn.execute(
             statement.returning(GRANTS.c.ticket, GRANTS.c.created_at)
@@ -158,8 +196,13 @@ def claim_by_own_grant(conn, db, host_id, build, before_commit=None):
     """The common case in three statements, for a node whose id is known:
     consume the instance's grant, move it into usage, write the claim.
 
+    The node's row moves only when the instance has no other live grant
+    left: a duplicate (rescheduled, or a retried request) sends the claim
+    to ``claim``, which withdraws it in the same transaction.
+
     :returns: a ``ClaimOutcome``, or None (nothing written) when the
         instance has no live grant of exactly ``resources`` there.
+    :raises TakeGeneralPath: the instance has other live grants.
     """
     instance_uuid, resources = build.instance_uuid, build.resources
     consumed = _consume_own_grant(conn, db, host_id, instance_uuid, resources)
@@ -168,7 +211,12 @@ def claim_by_own_grant(conn, db, host_id, build, before_commit=None):
     ticket, created_at = consumed
     moved = conn.execute(
         HOSTS.update()
-        .where(HOSTS.c.id == host_id)
+        .where(
+            sa.and_(
+                HOSTS.c.id == host_id,
+                ~sa.exists().where(_others_live(instance_uuid)),
+            )
+        )
         .values(
             updated_at=db.now(),
             **rows.moved(HOSTS, resources, suffix="_used"),
@@ -177,7 +225,7 @@ def claim_by_own_grant(conn, db, host_id, build, before_commit=None):
         )
     )
     if moved.rowcount != 1:
-        raise rows.retry_request()
+        raise TakeGeneralPath()
     return _write_claim(
         conn,
         db,
@@ -304,6 +352,9 @@ def claim(conn, db, build, before_commit=None):
         )
         if consumed.rowcount != 1:
             raise rows.retry_request()
+    # The instance is built here: its other live grants hold capacity
+    # nobody will use, and go in the same transaction.
+    grants.withdraw_instance(conn, db, instance_uuid)
     ticket = None if grant is None else grant.grant_ticket
     how = storage.CLAIM_BY_GRANT if by_grant else storage.CLAIM_BY_RECHECK
     return _write_claim(
@@ -322,6 +373,12 @@ def _reject(conn, instance_uuid, host, node, reason):
 
 class AlreadyClaimed(Exception):
     """The claim is a repeat; the caller reads the first one."""
+
+
+class TakeGeneralPath(Exception):
+    """The three-statement claim found more to do (the node is gone, or
+    the instance has other live grants); nothing of it is committed, and
+    the caller runs ``claim``."""
 
 
 def release(conn, db, instance_uuid, host, node):

@@ -68,10 +68,23 @@ def report(conn, db, host, node, capacity, used=None, node_uuid=None):
     therefore never goes below zero and always equals the claims plus
     ``external_*`` (I4).  Live grants are kept: they are promises still
     to be built.
+
+    The first report of a node may race others (a compute service and its
+    restart, or reports right after a ``delete``): the insert runs in a
+    savepoint, and the one that finds the row written meanwhile updates it
+    instead, so every report returns the one row's id.
     """
     found = host_id(conn, host, node)
     if found is None:
-        return _insert(conn, db, host, node, capacity, used, node_uuid)
+        try:
+            with conn.begin_nested():
+                return _insert(conn, db, host, node, capacity, used, node_uuid)
+        except db_exc.DBDuplicateEntry:
+            found = host_id(conn, host, node)
+            if found is None:
+                # NOTE: the row that was in the way is gone again (deleted
+                # meanwhile): a fresh transaction inserts it.
+                raise rows.retry_request()
     values = capacity_values(capacity, node_uuid)
     if used is not None:
         values.update(rows.values(used, suffix="_used"))

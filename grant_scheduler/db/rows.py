@@ -92,7 +92,9 @@ def moved(table, resources, prefix="", suffix="", sign=1):
 
 def fits(resources, minus=None):
     """SQL for ``HostState.fits``: used + granted (- minus) + resources
-    within the limit, in every dimension, on the row being updated."""
+    within the limit, and resources within the node's total (one
+    instance's ``max_unit``), in every dimension, on the row being
+    updated."""
     minus = minus or Resources()
     return sa.and_(
         *(
@@ -101,7 +103,8 @@ def fits(resources, minus=None):
             + (getattr(resources, name) - getattr(minus, name))
             <= HOSTS.c["limit_" + name]
             for name in DIMENSIONS
-        )
+        ),
+        *(HOSTS.c[name] >= getattr(resources, name) for name in DIMENSIONS),
     )
 
 

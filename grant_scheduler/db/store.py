@@ -8,10 +8,15 @@ claim into the first claim's outcome.
 
 from oslo_db import exception as db_exc
 
+from grant_scheduler import exception
 from grant_scheduler import storage
 from grant_scheduler.db import claims
 from grant_scheduler.db import grants
 from grant_scheduler.db import hosts
+
+# How many times a claim that found itself made already, and then found
+# that claim gone, starts again before it gives up.
+REPEATED_CLAIM_TRIES = 3
 
 
 class Store:
@@ -77,23 +82,40 @@ class Store:
         return self._withdraw_instance(instance_uuid)
 
     def claim(self, build, before_commit=None):
+        """A repeated claim answers with the first one; when that claim is
+        gone by the time it is read (its node was deleted, or resynced),
+        the claim starts again and ends as a claim of its own,
+        ``UnknownHost`` or ``ClaimRejected``."""
         node = (build.host, build.node)
-        try:
-            host_id = self._node_ids.get(node)
-            outcome = None
-            if host_id is not None and build.resources is not None:
+        for _ in range(REPEATED_CLAIM_TRIES):
+            try:
+                return self._claim_once(node, build, before_commit)
+            except (db_exc.DBDuplicateEntry, claims.AlreadyClaimed):
+                outcome = self._existing(build.instance_uuid, *node)
+                if outcome is not None:
+                    return outcome
+        raise exception.ClaimRejected(
+            instance_uuid=build.instance_uuid,
+            host=build.host,
+            node=build.node,
+            reason="its claim there kept appearing and disappearing "
+            "(the node is being deleted and reported again)",
+        )
+
+    def _claim_once(self, node, build, before_commit):
+        host_id = self._node_ids.get(node)
+        outcome = None
+        if host_id is not None and build.resources is not None:
+            try:
                 outcome = self._claim_by_own_grant(
                     host_id, build, before_commit
                 )
-            if outcome is None:
-                outcome = self._claim(build, before_commit)
-            self._node_ids[node] = outcome.host_id
-            return outcome
-        except (db_exc.DBDuplicateEntry, claims.AlreadyClaimed):
-            outcome = self._existing(build.instance_uuid, *node)
-            if outcome is None:
-                raise
-            return outcome
+            except claims.TakeGeneralPath:
+                outcome = None
+        if outcome is None:
+            outcome = self._claim(build, before_commit)
+        self._node_ids[node] = outcome.host_id
+        return outcome
 
     def release(self, instance_uuid, host, node):
         return self._release(instance_uuid, host, node)

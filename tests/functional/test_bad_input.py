@@ -223,6 +223,56 @@ class Requests(BadInputTestCase):
                     fragment,
                 )
 
+    def test_every_name_is_checked_by_one_rule(self):
+        # The scheduler's own name and the request id reach the database
+        # too; a lone surrogate cannot be encoded for any of them.
+        bad_names = (
+            ("s" * 256, "at most 255"),
+            ("s\x1b[2J", "control character"),
+            ("s\nt", "control character"),
+            ("s\u2028t", "control character"),
+            ("s\u202et", "control character"),
+            ("h\ud800", "surrogate"),
+            ("\u3000s", "white space"),
+        )
+        for bad, fragment in bad_names:
+            with self.subTest(name=bad):
+                for call in (
+                    lambda b=bad: api.GrantScheduler(self.db, name=b),
+                    lambda b=bad: self.gs.report_host(b, "n", CAPACITY),
+                    lambda b=bad: self.gs.report_host("h", b, CAPACITY),
+                    lambda b=bad: self.gs.register_host("h", b, CAPACITY),
+                    lambda b=bad: self.gs.delete_host(b, "cmp1"),
+                    lambda b=bad: self.gs.claim(U1, "cmp1", b),
+                    lambda b=bad: self.gs.release(U1, b, "cmp1"),
+                    lambda b=bad: self.gs.grants(host=b),
+                    lambda b=bad: self.gs.schedule(1, 1024, 10, request_id=b),
+                    lambda b=bad: self.gs.schedule(
+                        1, 1024, 10, force_hosts=[b]
+                    ),
+                    lambda b=bad: self.gs.claim(
+                        U1, "cmp1", "cmp1", request_id=b
+                    ),
+                ):
+                    self.assertRefused(
+                        exception.InvalidRequest, call, fragment
+                    )
+        # The longest names that fit are stored and read back whole, in
+        # one-byte and in four-byte characters.
+        for longest in ("s" * 255, "\U0001f680" * 255):
+            gs = api.GrantScheduler(self.db, name=longest)
+            gs.report_host(longest, longest, CAPACITY)
+            [selection] = gs.schedule(
+                1, 1024, 10, force_hosts=[longest], request_id=longest
+            )
+            [row] = gs.grants(host=longest)
+            self.assertEqual(
+                (longest, longest), (row.scheduler, row.request_id)
+            )
+            self.assertEqual(
+                (longest, longest), (selection.host, selection.node)
+            )
+
     def test_instance_uuid_objects_are_taken(self):
         value = uuid.uuid4()
         [selection] = self.gs.schedule(1, 1024, 10, instance_uuids=[value])

@@ -357,3 +357,127 @@ class AllOrNothing(InterleavingTestCase):
         self.assertRaises(api.NoValidHost, self.schedule, self.gs(), count=3)
         self.assertEqual({}, self.grant_states())
         self.assertEqual([], admin.check(quiescent=True))
+
+
+class DuplicateGrantsTestCase(InterleavingTestCase):
+    """A claim consumes exactly one grant of its instance; the instance's
+    other live grants (a reschedule, a retried request) go with it."""
+
+    def compute_knowing_the_node(self, admin):
+        # A compute that has claimed on the node knows its id: its next
+        # claim takes the three-statement path.
+        compute = self.gs()
+        [filler] = self.gs().schedule(
+            1,
+            1024,
+            10,
+            instance_uuids=[str(uuid.uuid4())],
+            force_hosts=["host0"],
+        )
+        compute.claim(filler.instance_uuid, filler.host, filler.node, ONE_SLOT)
+        return compute
+
+    def assertExactAfterClaim(self, admin, instance, room):
+        self.assertEqual(
+            {api.Resources()}, {r.state.granted for r in admin.hosts()}
+        )
+        self.assertEqual(
+            [decision.GRANT_CONSUMED],
+            [g.state for g in admin.grants() if g.instance_uuid == instance],
+        )
+        self.assertEqual([], admin.check())
+        admin.reap()
+        self.assertEqual([], admin.check(quiescent=True))
+        # Every slot the duplicates held is free again.
+        self.schedule(self.gs(), count=room)
+        self.assertRaises(api.NoValidHost, self.schedule, self.gs())
+
+
+@base.with_scenarios(base.ALL_BACKENDS)
+class DuplicateGrants(DuplicateGrantsTestCase):
+    def test_scheduled_twice_then_claimed_consumes_one_grant(self):
+        admin = self.add_hosts(1, capacity=api.Resources(4, 4096, 40))
+        compute = self.compute_knowing_the_node(admin)
+        gs = self.gs()
+        instance = str(uuid.uuid4())
+        for _ in range(2):
+            gs.schedule(1, 1024, 10, instance_uuids=[instance])
+        outcome = compute.claim(instance, "host0", "node0", ONE_SLOT)
+        self.assertEqual("grant", outcome.how)
+        self.assertExactAfterClaim(admin, instance, room=2)
+
+
+@base.with_scenarios(base.SERVERS)
+class RacingDuplicateGrants(DuplicateGrantsTestCase):
+    """Two grants of one instance written at once, on two nodes (SQLite
+    has one writer: there they cannot overlap)."""
+
+    def test_racing_schedules_of_one_instance_then_claim(self):
+        admin = self.add_hosts(2, capacity=api.Resources(4, 4096, 40))
+        compute = self.compute_knowing_the_node(admin)
+        instance = str(uuid.uuid4())
+        pause = Pause()
+        first = self.gs(hooks=injection.Hooks().on("grant_inserted", pause))
+        run_a = Run(
+            first.schedule,
+            1,
+            1024,
+            10,
+            instance_uuids=[instance],
+            force_hosts=["host0"],
+        )
+        run_a.start()
+        pause.wait_reached(self)
+        # B cannot see A's grant, which is not committed yet: both land.
+        self.gs().schedule(
+            1, 1024, 10, instance_uuids=[instance], force_hosts=["host1"]
+        )
+        pause.resume()
+        _, error = run_a.outcome(self)
+        self.assertIsNone(error)
+        self.assertEqual(
+            2,
+            len([g for g in admin.grants() if g.instance_uuid == instance]),
+        )
+        outcome = compute.claim(instance, "host0", "node0", ONE_SLOT)
+        self.assertEqual("grant", outcome.how)
+        self.assertExactAfterClaim(admin, instance, room=6)
+
+
+@base.with_scenarios(base.ALL_BACKENDS)
+class RequestLargerThanTheRoom(InterleavingTestCase):
+    """A request the view's free amounts cannot hold is answered at once,
+    from a fresh read, and writes nothing."""
+
+    def host_tickets(self):
+        with self.db.reader() as conn:
+            return sorted(
+                tuple(row)
+                for row in conn.execute(
+                    sa_compat.select(models.hosts.c.id, models.hosts.c.ticket)
+                )
+            )
+
+    def test_a_million_instances_on_two_hosts(self):
+        admin = self.add_hosts(2)
+        before = self.host_tickets()
+        gs = self.gs()
+        with self.assertRaises(api.NoValidHost) as caught:
+            gs.schedule(1, 1024, 10, num_instances=10**6)
+        self.assertFalse(caught.exception.contention)
+        self.assertEqual(0, gs.counters.attempts)
+        self.assertEqual(before, self.host_tickets())
+        self.assertEqual([], admin.check(quiescent=True))
+
+    def test_a_stale_view_is_read_again_before_the_answer(self):
+        admin = self.add_hosts(2)
+        gs = self.gs()
+        gs.view()  # cached: both hosts empty
+        [other] = self.schedule(self.gs())
+        with self.assertRaises(api.NoValidHost):
+            self.schedule(gs, count=2)
+        self.assertEqual(0, gs.counters.attempts)
+        self.assertEqual(
+            {other.grant_id: decision.GRANT_WON}, self.grant_states()
+        )
+        self.assertEqual([], admin.check())

@@ -10,6 +10,7 @@ from grant_scheduler import api
 from grant_scheduler import exception
 from grant_scheduler.db import api as db_api
 from grant_scheduler.db import models
+from grant_scheduler.db import rows
 from grant_scheduler.db import sa_compat
 from tests import base
 
@@ -35,6 +36,21 @@ class TestDatabase(base.TestCase):
         self.assertEqual("utf8mb4", database.url.query["charset"])
         kept = db_api.Database("mysql+pymysql://u:p@127.0.0.1/gs?charset=utf8")
         self.assertEqual("utf8", kept.url.query["charset"])
+
+    def test_the_api_edge_translates_every_database_error(self):
+        # A lost update that outlived its retries and a statement the
+        # server refused reach a caller as DatabaseError; a programming
+        # error is not dressed up as one.
+        database = db_api.Database("sqlite://")
+        database.start()
+        self.addCleanup(database.dispose)
+        for error in (
+            rows.LostUpdate(),
+            db_exc.DBDataError(Exception("Data too long for column")),
+        ):
+            translated = db_api.translate_any(database, error)
+            self.assertIsInstance(translated, exception.DatabaseError)
+        self.assertIsNone(db_api.translate_any(database, TypeError("x")))
 
 
 def _insert_host(failures, calls):

@@ -129,12 +129,29 @@ class TestFallOver(SchedulerTestCase):
 
 class TestWithdrawal(SchedulerTestCase):
     def test_multi_instance_request_is_all_or_nothing(self):
+        # The view holds all three; another scheduler takes the last slot
+        # before the third grant.
         store, sched = self.make([host(1, 2048), host(2, 1024)])
+        competitor = []
+
+        def compete(host_id):
+            if not competitor:
+                competitor.append(store.take(2, R(1, 1024, 1)))
+
+        store.before_grant = compete
         with self.assertRaises(exception.NoValidHost):
-            sched.schedule(self.request(count=4))
-        self.assertEqual(3, len(store.withdrawn))
+            sched.schedule(self.request(count=3))
+        self.assertEqual(2, len(store.withdrawn))
         self.assertEqual({}, store.grants)
         self.assertEqual(R(), store.states[1].granted)
+
+    def test_request_larger_than_the_room_writes_nothing(self):
+        store, sched = self.make([host(1, 2048), host(2, 1024)])
+        with self.assertRaises(exception.NoValidHost) as caught:
+            sched.schedule(self.request(count=4))
+        self.assertFalse(caught.exception.contention)
+        self.assertEqual(0, sched.counters.attempts)
+        self.assertEqual(({}, []), (store.grants, store.withdrawn))
 
     def test_instances_of_one_request_see_each_others_grants(self):
         store, sched = self.make([host(1, 2048), host(2, 2048)])
