@@ -252,6 +252,45 @@ class GrantScheduler:
         )
 
     @_edge
+    def correct_claims(self, host, node, amounts, releases=()):
+        """Make a node's claims what runs there (Nova's records, say).
+
+        Each instance of ``amounts`` ends claimed on the node at exactly
+        its amount, consuming its live grant there; each instance of
+        ``releases`` claimed there is released.  Unlike ``claim``, this
+        never refuses: an instance that runs is counted even over the
+        node's limit, which ``check`` then reports and which no grant fits
+        into until it is back within it.
+
+        :param amounts: ``{instance uuid: Resources}``.
+        :param releases: instance uuids.
+        :returns: a ``storage.Correction`` (``claimed``, ``resized``,
+            ``released``: instance uuids).
+        :raises UnknownHost: the node never reported.
+        """
+        host, node = self._node(host, node)
+        checked = {
+            validate.instance_uuid(uuid): validate.resources_object(
+                amount, "resources"
+            )
+            for uuid, amount in dict(amounts).items()
+        }
+        return self._store.correct_claims(
+            host,
+            node,
+            checked,
+            sorted({validate.instance_uuid(u) for u in releases}),
+        )
+
+    @_edge
+    def claims(self, host=None):
+        """Every claim (on ``host`` only, when given), as
+        ``storage.ClaimRow``s ordered by host, node and instance."""
+        return self._store.claim_rows(
+            validate.name("host", host, optional=True)
+        )
+
+    @_edge
     def release(self, instance_uuid, host, node):
         """Release an instance's resources; False if it was not claimed."""
         return self._claims.release(

@@ -81,6 +81,27 @@ class ClaimOutcome:
     host_id: int = None
 
 
+@dataclasses.dataclass(frozen=True)
+class ClaimRow:
+    """One claim, for people and for reconciling with what runs."""
+
+    instance_uuid: str
+    host: str
+    node: str
+    resources: Resources
+    grant_ticket: int
+    created_at: datetime.datetime
+
+
+@dataclasses.dataclass(frozen=True)
+class Correction:
+    """What ``Store.correct_claims`` changed: instance uuids, sorted."""
+
+    claimed: tuple = ()
+    resized: tuple = ()
+    released: tuple = ()
+
+
 CLAIM_BY_GRANT = "grant"
 CLAIM_BY_RECHECK = "recheck"
 CLAIM_EXISTING = "existing"
@@ -208,6 +229,21 @@ class Store(typing.Protocol):
         """Remove an instance from its node's usage.
 
         :returns: False when it was not claimed there.
+        """
+
+    def claim_rows(self, host=None):
+        """:returns: every ``ClaimRow`` (on ``host`` only, when given),
+        ordered by host, node and instance."""
+
+    def correct_claims(self, host, node, amounts, releases):
+        """Make a node's claims what runs there, whatever its limit.
+
+        :param amounts: ``{instance uuid: Resources}`` to be claimed on the
+            node at exactly these amounts (their live grants there are
+            consumed, their other live grants withdrawn).
+        :param releases: instance uuids to release there.
+        :returns: a ``Correction``.
+        :raises UnknownHost: the node never reported.
         """
 
     def reap(self, reason, limit):

@@ -400,3 +400,158 @@ def release(conn, db, instance_uuid, host, node):
     ):
         raise rows.retry_request()
     return True
+
+
+def listed(conn, host=None):
+    """Every claim, as ``ClaimRow``s ordered by host, node and instance."""
+    query = sa_compat.select(
+        CLAIMS.c.instance_uuid,
+        HOSTS.c.host,
+        HOSTS.c.node,
+        CLAIMS.c.grant_ticket,
+        CLAIMS.c.created_at,
+        *rows.columns(CLAIMS),
+    ).select_from(CLAIMS.join(HOSTS, HOSTS.c.id == CLAIMS.c.host_id))
+    if host is not None:
+        query = query.where(HOSTS.c.host == host)
+    query = query.order_by(HOSTS.c.host, HOSTS.c.node, CLAIMS.c.instance_uuid)
+    return [
+        storage.ClaimRow(
+            instance_uuid=row.instance_uuid,
+            host=row.host,
+            node=row.node,
+            resources=rows.amount(row),
+            grant_ticket=row.grant_ticket,
+            created_at=row.created_at,
+        )
+        for row in conn.execute(query)
+    ]
+
+
+def _lock_node(conn, db, host, node):
+    """Lock the node's row (the lock every grant and claim takes) and
+    return its id."""
+    where = sa.and_(HOSTS.c.host == host, HOSTS.c.node == node)
+    locked = conn.execute(
+        HOSTS.update().where(where).values(updated_at=db.now())
+    )
+    if locked.rowcount != 1:
+        raise exception.UnknownHost(host=host, node=node)
+    return conn.execute(sa_compat.select(HOSTS.c.id).where(where)).scalar()
+
+
+def _live_grants(conn, host_id, instance_uuids):
+    """``{instance uuid: oldest live grant row}`` on the node."""
+    if not instance_uuids:
+        return {}
+    found = conn.execute(
+        sa_compat.select(
+            GRANTS.c.id,
+            GRANTS.c.ticket,
+            GRANTS.c.created_at,
+            GRANTS.c.instance_uuid,
+            *rows.columns(GRANTS),
+        )
+        .where(
+            sa.and_(
+                GRANTS.c.host_id == host_id,
+                GRANTS.c.state == decision.GRANT_WON,
+                GRANTS.c.instance_uuid.in_(sorted(instance_uuids)),
+            )
+        )
+        .order_by(GRANTS.c.ticket.desc())
+    )
+    return {row.instance_uuid: row for row in found}
+
+
+def correct(conn, db, host, node, amounts, releases):
+    """Make a node's claims what runs there, in one transaction.
+
+    Each instance of ``amounts`` ends claimed on the node at exactly its
+    amount: a new claim consumes the instance's live grant there (and
+    withdraws its other live grants, anywhere), a claim of another amount
+    is changed.  Each instance of ``releases`` still claimed there is
+    released.  The node may end over its limit: what runs is counted, and
+    no grant fits there until it is back within it.
+
+    :returns: a ``Correction``.
+    :raises UnknownHost: no row for ``host``/``node``.
+    """
+    host_id = _lock_node(conn, db, host, node)
+    claimed = {
+        row.instance_uuid: row
+        for row in conn.execute(
+            sa_compat.select(
+                CLAIMS.c.id, CLAIMS.c.instance_uuid, *rows.columns(CLAIMS)
+            ).where(CLAIMS.c.host_id == host_id)
+        )
+    }
+    new = sorted(set(amounts) - set(claimed))
+    resized = sorted(
+        uuid
+        for uuid in set(amounts) & set(claimed)
+        if rows.amount(claimed[uuid]) != amounts[uuid]
+    )
+    released = sorted(set(releases) & set(claimed) - set(amounts))
+    grant_of = _live_grants(conn, host_id, new)
+    used = NOTHING
+    granted = NOTHING
+    mark = None
+    for uuid in new:
+        used += amounts[uuid]
+        grant = grant_of.get(uuid)
+        ticket = None
+        if grant is not None:
+            granted += rows.amount(grant)
+            ticket = grant.ticket
+            if mark is None or grant.ticket > mark.ticket:
+                mark = grant
+        conn.execute(
+            CLAIMS.insert().values(
+                instance_uuid=uuid,
+                host_id=host_id,
+                grant_ticket=ticket,
+                created_at=db.now(),
+                **rows.values(amounts[uuid]),
+            )
+        )
+    for uuid in resized:
+        used += amounts[uuid] - rows.amount(claimed[uuid])
+        conn.execute(
+            CLAIMS.update()
+            .where(CLAIMS.c.id == claimed[uuid].id)
+            .values(**rows.values(amounts[uuid]))
+        )
+    for uuid in released:
+        used -= rows.amount(claimed[uuid])
+    if released:
+        conn.execute(
+            CLAIMS.delete().where(
+                CLAIMS.c.id.in_([claimed[u].id for u in released])
+            )
+        )
+    if grant_of:
+        conn.execute(
+            GRANTS.update()
+            .where(GRANTS.c.id.in_([g.id for g in grant_of.values()]))
+            .values(state=decision.GRANT_CONSUMED, consumed_at=db.now())
+        )
+    if new or resized or released:
+        conn.execute(
+            HOSTS.update()
+            .where(HOSTS.c.id == host_id)
+            .values(
+                **rows.moved(HOSTS, used, suffix="_used"),
+                **rows.moved(HOSTS, granted, prefix="granted_", sign=-1),
+                **(
+                    {}
+                    if mark is None
+                    else _advance_mark(mark.ticket, mark.created_at)
+                ),
+            )
+        )
+    for uuid in new:
+        grants.withdraw_instance(conn, db, uuid)
+    return storage.Correction(
+        claimed=tuple(new), resized=tuple(resized), released=tuple(released)
+    )

@@ -44,6 +44,8 @@ class Store:
         self._node_ids = {}
         self._existing = read(claims.existing)
         self._release = write(with_db(claims.release))
+        self._claim_rows = read(claims.listed)
+        self._correct = write(with_db(claims.correct))
         self._reports = read(hosts.reports)
         self._orphan_claims = read(hosts.orphan_claims)
         self._grant_rows = read(grants.listed)
@@ -119,6 +121,12 @@ class Store:
 
     def release(self, instance_uuid, host, node):
         return self._release(instance_uuid, host, node)
+
+    def claim_rows(self, host=None):
+        return self._claim_rows(host)
+
+    def correct_claims(self, host, node, amounts, releases):
+        return self._correct(host, node, dict(amounts), list(releases))
 
     def reap(self, reason, limit):
         return self._reapers[reason](limit)

@@ -120,6 +120,12 @@ class FakeStore:
     def release(self, instance_uuid, host, node):
         raise NotImplementedError
 
+    def claim_rows(self, host=None):
+        raise NotImplementedError
+
+    def correct_claims(self, host, node, amounts, releases):
+        raise NotImplementedError
+
     def reap(self, reason, limit):
         return 0, 0
 
