@@ -61,6 +61,22 @@ fall-over costs a grant write and a verification read.
         max=24 * 3600,
         help="Seconds between two runs of the periodic grant reaper.",
     ),
+    cfg.IntOpt(
+        "reconcile_interval",
+        default=60,
+        min=0,
+        max=24 * 3600,
+        help="""
+Inside Nova: seconds between two reconciliations of the claims with Nova's
+records (the instances each node runs, building ones included, and the
+migrations in progress), run by every scheduler process from its periodic
+tasks, so the books agree with what runs within this interval (and a build
+consumes its grant once Nova has set its host, before its spawn ends).
+Nova's scheduler manager runs the periodic tasks every [scheduler]
+periodic_task_interval seconds (60), which bounds how often this runs.
+0 turns it off.
+""",
+    ),
     types.FiniteFloatOpt(
         "view_resync_interval",
         default=60.0,

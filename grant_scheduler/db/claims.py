@@ -468,9 +468,9 @@ def correct(conn, db, host, node, amounts, releases):
     """Make a node's claims what runs there, in one transaction.
 
     Each instance of ``amounts`` ends claimed on the node at exactly its
-    amount: a new claim consumes the instance's live grant there (and
-    withdraws its other live grants, anywhere), a claim of another amount
-    is changed.  Each instance of ``releases`` still claimed there is
+    amount: a new claim, or a claim of another amount changed, consumes the
+    instance's live grant there (and withdraws its other live grants,
+    anywhere).  Each instance of ``releases`` still claimed there is
     released.  The node may end over its limit: what runs is counted, and
     no grant fits there until it is back within it.
 
@@ -493,19 +493,20 @@ def correct(conn, db, host, node, amounts, releases):
         if rows.amount(claimed[uuid]) != amounts[uuid]
     )
     released = sorted(set(releases) & set(claimed) - set(amounts))
-    grant_of = _live_grants(conn, host_id, new)
+    # NOTE: a resized instance (a resize to the same host) has a grant for
+    # its new size too.
+    grant_of = _live_grants(conn, host_id, new + resized)
     used = NOTHING
     granted = NOTHING
     mark = None
+    for grant in grant_of.values():
+        granted += rows.amount(grant)
+        if mark is None or grant.ticket > mark.ticket:
+            mark = grant
     for uuid in new:
         used += amounts[uuid]
         grant = grant_of.get(uuid)
-        ticket = None
-        if grant is not None:
-            granted += rows.amount(grant)
-            ticket = grant.ticket
-            if mark is None or grant.ticket > mark.ticket:
-                mark = grant
+        ticket = None if grant is None else grant.ticket
         conn.execute(
             CLAIMS.insert().values(
                 instance_uuid=uuid,
@@ -550,7 +551,7 @@ def correct(conn, db, host, node, amounts, releases):
                 ),
             )
         )
-    for uuid in new:
+    for uuid in new + resized:
         grants.withdraw_instance(conn, db, uuid)
     return storage.Correction(
         claimed=tuple(new), resized=tuple(resized), released=tuple(released)

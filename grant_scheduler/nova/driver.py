@@ -96,6 +96,15 @@ class _Periodic(periodic_task.PeriodicTasks):
         self._periodic_spacing["reap_grants"] = (
             conf.grant_scheduler.reap_interval
         )
+        reconcile = conf.grant_scheduler.reconcile_interval
+        if reconcile:
+            self._periodic_spacing["reconcile_claims"] = reconcile
+        else:
+            self._periodic_tasks = [
+                (name, task)
+                for name, task in self._periodic_tasks
+                if name != "reconcile_claims"
+            ]
 
     @periodic_task.periodic_task(spacing=60, run_immediately=True)
     def reap_grants(self, context):
@@ -110,6 +119,10 @@ class _Periodic(periodic_task.PeriodicTasks):
     @periodic_task.periodic_task(spacing=60, run_immediately=True)
     def withdraw_stale_grants(self, context):
         self._driver.withdraw_stale_grants(context)
+
+    @periodic_task.periodic_task(spacing=60, run_immediately=True)
+    def reconcile_claims(self, context):
+        self._driver.reconcile_claims(context)
 
 
 class GrantSchedulerDriver:
@@ -193,6 +206,13 @@ class GrantSchedulerDriver:
         """Withdraw the grants of instances Nova has given up."""
         if compat.have_nova():
             self._stale_grants().withdraw_all(context)
+
+    def reconcile_claims(self, context):
+        """Make the claims what Nova's records say each node runs."""
+        if compat.have_nova():
+            from grant_scheduler.nova import reconcile
+
+            reconcile.Reconciler(self._lazy.get).run()
 
     def _stale_grants(self):
         from grant_scheduler.nova import stale_grants

@@ -113,6 +113,33 @@ class InstanceInfoClaims:
         for instance_uuid in sorted(release):
             self.deleted(host, instance_uuid)
 
+    def _count_anyway(self, context, host, node, instance, resources_of, exc):
+        """An instance runs where there was no room for it (its grant
+        expired and the slot went to another): it is counted all the same,
+        over the node's limit, which ``check`` then reports and which no
+        grant fits into until it is back within it."""
+        try:
+            self._gs().correct_claims(
+                host, node, {instance.uuid: resources_of(context, instance)}
+            )
+        except exception.GrantSchedulerError:
+            LOG.exception(
+                "Could not count instance %s on %s/%s",
+                instance.uuid,
+                host,
+                node,
+            )
+            return False
+        LOG.error(
+            "Instance %s runs on %s/%s, where grant_scheduler had no room for "
+            "it (%s): it is counted, and the node is over its limit",
+            instance.uuid,
+            host,
+            node,
+            exc,
+        )
+        return True
+
     def _claim(self, context, host, instance, resources_of):
         instance_uuid = instance.uuid
         node = (
@@ -144,16 +171,11 @@ class InstanceInfoClaims:
                 lambda: resources_of(context, instance),
             )
         except exception.ClaimRejected as exc:
-            LOG.error(
-                "Instance %s runs on %s/%s, where grant_scheduler has no "
-                "room for it (%s): that node is overcommitted and its usage "
-                "here is short by the instance",
-                instance_uuid,
-                host,
-                node,
-                exc,
-            )
-            return None
+            if not self._count_anyway(
+                context, host, node, instance, resources_of, exc
+            ):
+                return None
+            outcome = None
         except exception.GrantSchedulerError:
             LOG.exception(
                 "Could not claim instance %s on %s/%s",
@@ -165,9 +187,14 @@ class InstanceInfoClaims:
         with self._lock:
             self._claimed.setdefault(host, {})[instance_uuid] = node
             self._missing.get(host, set()).discard(instance_uuid)
-        LOG.debug(
-            "Claimed %s on %s/%s (%s)", instance_uuid, host, node, outcome.how
-        )
+        if outcome is not None:
+            LOG.debug(
+                "Claimed %s on %s/%s (%s)",
+                instance_uuid,
+                host,
+                node,
+                outcome.how,
+            )
         return outcome
 
 

@@ -158,12 +158,22 @@ class GrantsTestBase(integrated_helpers._IntegratedTestBase):
         return stolen
 
     def fill(self, host, node):
-        """Claim all the room left on ``host``/``node`` for a stranger."""
-        [report] = [
-            r
-            for r in self.gs.hosts()
-            if (r.state.host, r.state.node) == (host, node)
-        ]
-        free = report.state.free
-        self.gs.claim(str(uuid.uuid4()), host, node, free)
-        return free
+        """Claim all the room left on ``host``/``node`` for strangers, each
+        at most the node's total (one instance's largest size)."""
+        filled = api.Resources()
+        while True:
+            [report] = [
+                r
+                for r in self.gs.hosts()
+                if (r.state.host, r.state.node) == (host, node)
+            ]
+            free, total = report.state.free, report.state.capacity.total
+            each = api.Resources(
+                min(free.vcpus, total.vcpus),
+                min(free.memory_mb, total.memory_mb),
+                min(free.disk_gb, total.disk_gb),
+            )
+            if min(each.vcpus, each.memory_mb, each.disk_gb) < 1:
+                return filled
+            self.gs.claim(str(uuid.uuid4()), host, node, each)
+            filled += each

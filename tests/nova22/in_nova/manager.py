@@ -15,6 +15,7 @@ computes cast.
 
 import os
 import subprocess
+import sys
 import tempfile
 import unittest
 import uuid
@@ -222,6 +223,23 @@ class ManagerTestCase(unittest.TestCase):
         values.update(fields)
         return objects.RequestSpec(**values)
 
+    def instance(self, host, instance_uuid=None):
+        with nova_context.target_cell(self.admin, self.cell) as cctxt:
+            instance = objects.Instance(
+                cctxt,
+                uuid=instance_uuid or str(uuid.uuid4()),
+                host=host,
+                node=host,
+                project_id="project",
+                user_id="user",
+                vm_state="active",
+                image_ref=str(uuid.uuid4()),
+                flavor=self.flavor(),
+                **FLAVOR,
+            )
+            instance.create()
+            return instance
+
     def granted(self):
         return {g.instance_uuid: g.host for g in self.gs.grants()}
 
@@ -370,23 +388,6 @@ class TestInstanceInfo(ManagerTestCase):
     """The casts every compute sends, through the manager, with instances
     read from the real cell database."""
 
-    def instance(self, host, instance_uuid=None):
-        with nova_context.target_cell(self.admin, self.cell) as cctxt:
-            instance = objects.Instance(
-                cctxt,
-                uuid=instance_uuid or str(uuid.uuid4()),
-                host=host,
-                node=host,
-                project_id="project",
-                user_id="user",
-                vm_state="active",
-                image_ref=str(uuid.uuid4()),
-                flavor=self.flavor(),
-                **FLAVOR,
-            )
-            instance.create()
-            return instance
-
     def scheduled(self, host):
         spec = self.spec(force_hosts=[host])
         self.manager.select_destinations(
@@ -429,4 +430,40 @@ class TestInstanceInfo(ManagerTestCase):
             running.uuid,
             self.driver.host_manager.instance_claims.claimed("cmp3"),
         )
+        self.assertEqual([], self.gs.check())
+
+
+class TestAudit(ManagerTestCase):
+    """``grant-scheduler-audit`` with the nova.conf these tests made."""
+
+    def audit(self, *args):
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "grant_scheduler.cmd.audit",
+                "--config-file",
+                os.path.join(self.directory, "nova.conf"),
+            ]
+            + list(args),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        return done.returncode, done.stdout
+
+    def test_an_instance_the_books_miss_is_found_and_fixed(self):
+        self.manager._run_periodic_tasks(self.admin)  # registers the nodes
+        hidden = self.instance("cmp2")
+        code, out = self.audit()
+        self.assertEqual(1, code, out)
+        [line] = [ln for ln in out.splitlines() if ln.startswith("cmp2/")]
+        self.assertIn(hidden.uuid, line)
+        self.assertIn("the books claim nothing", line)
+        code, out = self.audit("--fix")
+        self.assertEqual(0, code, out)
+        self.assertEqual(
+            [hidden.uuid], [c.instance_uuid for c in self.gs.claims("cmp2")]
+        )
+        self.assertEqual(0, self.audit()[0])
         self.assertEqual([], self.gs.check())

@@ -1,0 +1,229 @@
+"""Books that follow what Nova runs: claims reconciled with Nova's records.
+
+The claims grant_scheduler keeps per node come from casts that arrive
+late, get lost or never come.  The truth about a node is what Nova runs
+there, and Nova's cell databases say it:
+
+* every instance that is not deleted and has a host and node (a building
+  one included: the resource tracker sets its host before the spawn), at
+  its current flavour;
+* every migration in progress (``IN_PROGRESS``, as the resource tracker
+  counts them) counts as
+  placement counts it: the destination holds the instance at its new
+  flavour (keyed by the instance's uuid), the source holds the old flavour
+  keyed by the migration's uuid, a same-host resize both.
+
+``Reconciler.run`` reads that for every node grant_scheduler knows (a
+handful of statements per cell, whatever the number of nodes), compares
+it with every claim (one statement), and corrects only the nodes that
+differ (``GrantScheduler.correct_claims``, one transaction each): a claim
+for each instance at its current size, consuming its grant; a release for
+each claim whose instance is gone or elsewhere.  An instance that runs is
+counted even beyond the node's limit.  A claim written after the claims
+were read is never released by that run (its instance may be newer than
+Nova's rows as read): the next run looks again.
+
+Every scheduler process may run it at once: corrections are idempotent
+and each takes the node's row lock.
+
+Only imported when Nova is.
+"""
+
+import dataclasses
+
+from nova import context as nova_context
+from nova import objects
+from oslo_log import log as logging
+
+from grant_scheduler import api
+from grant_scheduler.nova import claims as nova_claims
+from grant_scheduler.nova import compat
+
+LOG = logging.getLogger(__name__)
+
+# The statuses of a migration in progress: every status Nova sets but
+# those the resource tracker leaves out (confirmed, reverted, error,
+# failed, completed, cancelled, done).
+IN_PROGRESS = (
+    "accepted",
+    "queued",
+    "preparing",
+    "running",
+    "pre-migrating",
+    "migrating",
+    "post-migrating",
+    "finished",
+    "confirming",
+    "reverting",
+)
+_INSTANCE_ATTRS = ["flavor", "old_flavor", "new_flavor"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Divergence:
+    """One node where the books and Nova's records differ."""
+
+    host: str
+    node: str
+    nova: dict
+    """``{consumer uuid: Resources}`` Nova runs there."""
+    books: dict
+    """``{consumer uuid: Resources}`` claimed there."""
+
+    def line(self):
+        return "%s/%s: Nova runs %s; the books claim %s" % (
+            self.host,
+            self.node,
+            _describe(self.nova),
+            _describe(self.books),
+        )
+
+
+def _describe(consumers):
+    if not consumers:
+        return "nothing"
+    total = sum(consumers.values(), api.Resources())
+    return "%d (%s: %s)" % (
+        len(consumers),
+        total,
+        ", ".join(sorted(consumers)),
+    )
+
+
+class NovaRecords:
+    """What Nova runs on each node, read from every cell."""
+
+    def __init__(self, context=None):
+        self._context = context or nova_context.get_admin_context()
+
+    def _cells(self):
+        return [
+            cell
+            for cell in objects.CellMappingList.get_all(self._context)
+            if not cell.is_cell0()
+        ]
+
+    def by_node(self, hosts):
+        """``{(host, node): {consumer uuid: Resources}}`` on ``hosts``."""
+        running = {}
+        hosts = sorted(hosts)
+        if not hosts:
+            return running
+        for cell in self._cells():
+            with nova_context.target_cell(self._context, cell) as cctxt:
+                self._read_cell(cctxt, hosts, running)
+        return running
+
+    def _read_cell(self, context, hosts, running):
+        instances = objects.InstanceList.get_by_filters(
+            context,
+            {"deleted": False, "host": hosts},
+            expected_attrs=_INSTANCE_ATTRS,
+        )
+        moving = {
+            m.instance_uuid: m
+            for m in objects.MigrationList.get_by_filters(
+                context, {"status": list(IN_PROGRESS)}
+            )
+        }
+        by_uuid = {i.uuid: i for i in instances}
+        missing = sorted(set(moving) - set(by_uuid))
+        if missing:
+            for instance in objects.InstanceList.get_by_filters(
+                context,
+                {"deleted": False, "uuid": missing},
+                expected_attrs=_INSTANCE_ATTRS,
+            ):
+                by_uuid[instance.uuid] = instance
+        bdms = objects.BlockDeviceMappingList.bdms_by_instance_uuid(
+            context, sorted(by_uuid)
+        )
+
+        def amount(instance, flavor):
+            is_bfv = nova_claims.is_volume_backed(
+                context, instance, bdms.get(instance.uuid)
+            )
+            return compat.flavor_resources(flavor, is_bfv=is_bfv)
+
+        for instance in by_uuid.values():
+            migration = moving.get(instance.uuid)
+            if migration is None:
+                if instance.host and instance.node:
+                    running.setdefault((instance.host, instance.node), {})[
+                        instance.uuid
+                    ] = amount(instance, instance.flavor)
+                continue
+            old = instance.old_flavor or instance.flavor
+            new = instance.new_flavor or instance.flavor
+            if migration.source_compute and migration.source_node:
+                running.setdefault(
+                    (migration.source_compute, migration.source_node), {}
+                )[migration.uuid] = amount(instance, old)
+            if migration.dest_compute and migration.dest_node:
+                running.setdefault(
+                    (migration.dest_compute, migration.dest_node), {}
+                )[instance.uuid] = amount(instance, new)
+
+
+class Reconciler:
+    """Makes the books equal to Nova's records."""
+
+    def __init__(self, grant_scheduler, records=None):
+        """
+        :param grant_scheduler: ``f()`` giving the ``GrantScheduler``.
+        :param records: ``NovaRecords`` (built on first use).
+        """
+        self._gs = grant_scheduler
+        self._records = records
+
+    def divergences(self):
+        """``(Divergence list, claims read before Nova's records)``."""
+        gs = self._gs()
+        books = {}
+        for claim in gs.claims():
+            books.setdefault((claim.host, claim.node), {})[
+                claim.instance_uuid
+            ] = claim.resources
+        nodes = {(r.state.host, r.state.node) for r in gs.hosts()}
+        records = self._records or NovaRecords()
+        nova = records.by_node({host for host, _ in nodes})
+        found = []
+        for host, node in sorted(nodes):
+            runs = nova.get((host, node), {})
+            claimed = books.get((host, node), {})
+            if runs != claimed:
+                found.append(Divergence(host, node, runs, claimed))
+        return found
+
+    def run(self):
+        """Correct every node that differs; returns the corrections."""
+        corrections = []
+        for divergence in self.divergences():
+            releases = set(divergence.books) - set(divergence.nova)
+            try:
+                done = self._gs().correct_claims(
+                    divergence.host,
+                    divergence.node,
+                    divergence.nova,
+                    releases,
+                )
+            except api.GrantSchedulerError:
+                LOG.warning(
+                    "Could not reconcile %s/%s with Nova's records",
+                    divergence.host,
+                    divergence.node,
+                    exc_info=True,
+                )
+                continue
+            if done.claimed or done.resized or done.released:
+                LOG.info(
+                    "Reconciled %s/%s with Nova's records: claimed %s, "
+                    "resized %s, released %s",
+                    divergence.host,
+                    divergence.node,
+                    list(done.claimed),
+                    list(done.resized),
+                    list(done.released),
+                )
+            corrections.append((divergence, done))
+        return corrections
