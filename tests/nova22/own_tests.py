@@ -187,10 +187,12 @@ def _worker(args):
 def _module(test_id):
     """The test module of a test id, short (``test_servers``,
     ``regressions.test_bug_1718512``)."""
-    module = test_id.split(".")
-    while module and not module[-1].startswith("test_"):
-        module.pop()
-    return ".".join(module).replace("nova.tests.functional.", "")
+    parts = test_id.split(".")
+    for index, part in enumerate(parts):
+        if part.startswith("test_"):
+            parts = parts[: index + 1]
+            break
+    return ".".join(parts).replace("nova.tests.functional.", "")
 
 
 def compare(stock_file, ours_file, allowed_file=None):
