@@ -138,10 +138,13 @@ class NovaRecords:
         bdms = objects.BlockDeviceMappingList.bdms_by_instance_uuid(
             context, sorted(by_uuid)
         )
+        # NOTE: an instance without mappings gets an empty list, which Nova
+        # reads as "no root volume" rather than querying it again.
+        none = objects.BlockDeviceMappingList(objects=[])
 
         def amount(instance, flavor):
             is_bfv = nova_claims.is_volume_backed(
-                context, instance, bdms.get(instance.uuid)
+                context, instance, bdms.get(instance.uuid) or none
             )
             return compat.flavor_resources(flavor, is_bfv=is_bfv)
 
