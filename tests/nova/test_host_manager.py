@@ -100,9 +100,12 @@ class TestUpdate(InstanceInfoTestCase, base.TestCase):
         self.cloud.add_instance(too_big)
         self.spawned(ok, too_big)
         # The volume-backed one is counted without its root disk; the
-        # other does not fit and is logged, not counted.
-        self.assertEqual(api.Resources(1, 1024, 10), self.used("cmp1"))
+        # other did not fit, and is counted all the same (it runs), which
+        # puts the node over its limit, and logged.
+        self.assertEqual(api.Resources(2, 2048, 520), self.used("cmp1"))
         self.assertIn("no room for it", self.logger.output)
+        self.assertIn("over its limit", self.logger.output)
+        self.assertEqual({"cmp1"}, {v.host for v in self.gs.check()})
 
     def test_database_failure_is_logged_not_raised(self):
         server = self.schedule()
