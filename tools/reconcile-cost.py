@@ -83,9 +83,9 @@ def write_instances(cell_url, nodes, per_node):
     )
     engine = sa.create_engine(cell_url)
     meta = sa.MetaData()
-    instances = sa.Table("instances", meta, autoload=True, autoload_with=engine)
-    extras = sa.Table(
-        "instance_extra", meta, autoload=True, autoload_with=engine
+    instances, extras = (
+        sa.Table(name, meta, autoload=True, autoload_with=engine)
+        for name in ("instances", "instance_extra")
     )
     now = datetime.datetime.utcnow()
     with engine.begin() as conn:
