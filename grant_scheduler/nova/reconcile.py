@@ -56,7 +56,7 @@ IN_PROGRESS = (
     "confirming",
     "reverting",
 )
-_INSTANCE_ATTRS = ["flavor", "old_flavor", "new_flavor"]
+_FLAVORS = ["flavor", "old_flavor", "new_flavor"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,10 +115,11 @@ class NovaRecords:
         return running
 
     def _read_cell(self, context, hosts, running):
+        # NOTE: an instance's own columns (vcpus, memory_mb, root_gb,
+        # ephemeral_gb) are its current flavour's, kept by Nova through
+        # resizes, so only the migrating few are read with their flavours.
         instances = objects.InstanceList.get_by_filters(
-            context,
-            {"deleted": False, "host": hosts},
-            expected_attrs=_INSTANCE_ATTRS,
+            context, {"deleted": False, "host": hosts}, expected_attrs=[]
         )
         moving = {
             m.instance_uuid: m
@@ -126,13 +127,12 @@ class NovaRecords:
                 context, {"status": list(IN_PROGRESS)}
             )
         }
-        by_uuid = {i.uuid: i for i in instances}
-        missing = sorted(set(moving) - set(by_uuid))
-        if missing:
+        by_uuid = {i.uuid: i for i in instances if i.uuid not in moving}
+        if moving:
             for instance in objects.InstanceList.get_by_filters(
                 context,
-                {"deleted": False, "uuid": missing},
-                expected_attrs=_INSTANCE_ATTRS,
+                {"deleted": False, "uuid": sorted(moving)},
+                expected_attrs=_FLAVORS,
             ):
                 by_uuid[instance.uuid] = instance
         bdms = objects.BlockDeviceMappingList.bdms_by_instance_uuid(
@@ -148,24 +148,34 @@ class NovaRecords:
             )
             return compat.flavor_resources(flavor, is_bfv=is_bfv)
 
+        def add(host, node, consumer, resources):
+            if host and node:
+                running.setdefault((host, node), {})[consumer] = resources
+
         for instance in by_uuid.values():
             migration = moving.get(instance.uuid)
             if migration is None:
-                if instance.host and instance.node:
-                    running.setdefault((instance.host, instance.node), {})[
-                        instance.uuid
-                    ] = amount(instance, instance.flavor)
+                add(
+                    instance.host,
+                    instance.node,
+                    instance.uuid,
+                    amount(instance, instance),
+                )
                 continue
             old = instance.old_flavor or instance.flavor
             new = instance.new_flavor or instance.flavor
-            if migration.source_compute and migration.source_node:
-                running.setdefault(
-                    (migration.source_compute, migration.source_node), {}
-                )[migration.uuid] = amount(instance, old)
-            if migration.dest_compute and migration.dest_node:
-                running.setdefault(
-                    (migration.dest_compute, migration.dest_node), {}
-                )[instance.uuid] = amount(instance, new)
+            add(
+                migration.source_compute,
+                migration.source_node,
+                migration.uuid,
+                amount(instance, old),
+            )
+            add(
+                migration.dest_compute,
+                migration.dest_node,
+                instance.uuid,
+                amount(instance, new),
+            )
 
 
 class Reconciler:
