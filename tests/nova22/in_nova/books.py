@@ -122,3 +122,81 @@ class TestColdMigrate(BooksTestBase):
         self.reconcile()
         self.assertEqual({}, self.claimed(source))
         self.assert_books_agree()
+
+
+class TestMoves(BooksTestBase):
+    def boot_and_agree(self):
+        server = self.boot()
+        self.reconcile()
+        self.assert_books_agree()
+        return server
+
+    def test_resize_to_another_host_and_revert(self):
+        bigger = self._create_flavor(**BIGGER)
+        server = self.boot_and_agree()
+        source = server["OS-EXT-SRV-ATTR:host"]
+        server = self._resize_server(server, bigger)
+        self.assertNotEqual(source, server["OS-EXT-SRV-ATTR:host"])
+        self.reconcile()
+        self.assert_books_agree()
+        self._revert_resize(server)
+        self.reconcile()
+        self.assertEqual([server["id"]], list(self.claimed(source)))
+        self.assert_books_agree()
+
+    def test_live_migration(self):
+        server = self.boot_and_agree()
+        source = server["OS-EXT-SRV-ATTR:host"]
+        self._live_migrate(server)
+        server = self.api.get_server(server["id"])
+        self.assertNotEqual(source, server["OS-EXT-SRV-ATTR:host"])
+        self.reconcile()
+        self.assertEqual({}, self.claimed(source))
+        self.assert_books_agree()
+
+    def test_shelve_offload_and_unshelve(self):
+        self.flags(shelved_offload_time=0)
+        server = self.boot_and_agree()
+        self._shelve_server(server)
+        self.reconcile()
+        self.assertEqual([], self.gs.claims())
+        self.assert_books_agree()
+        # NOTE: at the latest microversion a body names the zone; none
+        # lets the scheduler choose.
+        self.api.post_server_action(server["id"], {"unshelve": None})
+        self._wait_for_state_change(server, "ACTIVE")
+        self.reconcile()
+        self.assertEqual(1, len(self.gs.claims()))
+        self.assert_books_agree()
+
+    def test_evacuate_then_the_source_comes_back(self):
+        server = self.boot_and_agree()
+        source = server["OS-EXT-SRV-ATTR:host"]
+        [dest] = set(self.HOSTS) - {source}
+        [service] = self.api.get_services(binary="nova-compute", host=source)
+        self.computes[source].stop()
+        self.api.put_service_force_down(service["id"], True)
+        self.api.post_server_action(server["id"], {"evacuate": {}})
+        self._wait_for_server_parameter(
+            server, {"OS-EXT-SRV-ATTR:host": dest, "status": "ACTIVE"}
+        )
+        self.reconcile()
+        self.assertIn(server["id"], self.claimed(dest))
+        self.assertEqual(self.placement_usage(dest), self.books_usage(dest))
+        # The source cleans up the evacuated instance when it restarts.
+        self.restart_compute_service(self.computes[source])
+        self.api.put_service_force_down(service["id"], False)
+        self.reconcile()
+        self.assert_books_agree()
+
+
+class TestRestartsAndReschedules(BooksTestBase):
+    def test_a_scheduler_restarted_between_boots(self):
+        self.boot()
+        self.scheduler.stop()
+        self.scheduler = self.start_service("scheduler")
+        servers = [self.boot() for _ in range(base.SLOTS_PER_HOST * 2 - 1)]
+        self.assertEqual(3, len(servers))
+        self.boot(expected_state="ERROR")
+        self.reconcile()
+        self.assert_books_agree()
