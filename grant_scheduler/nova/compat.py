@@ -43,6 +43,22 @@ def claims_in_placement():
     )
 
 
+def release():
+    """Nova's major release number (22 for Victoria), or None."""
+    version = nova_module("version")
+    try:
+        return int(version.version_info.version_string().split(".")[0])
+    except (AttributeError, ValueError):
+        return None
+
+
+def resource_tracker_lock_is_fair():
+    """Nova 21 and later take the resource tracker's ``compute_resources``
+    lock fair; 13-20 take the plain lock of that name."""
+    found = release()
+    return found is None or found >= 21
+
+
 def scheduler_report_client():
     """Nova's placement client, as its FilterScheduler builds it."""
     return nova_module("scheduler.client.report").SchedulerReportClient()

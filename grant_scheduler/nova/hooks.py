@@ -37,8 +37,10 @@ from grant_scheduler.nova import service
 
 LOG = logging.getLogger(__name__)
 
-# Nova's resource tracker: nova.utils.synchronized(COMPUTE_RESOURCE_SEMAPHORE,
-# fair=True), i.e. oslo.concurrency's in-process fair lock of this name.
+# Nova's resource tracker: nova.utils.synchronized(COMPUTE_RESOURCE_SEMAPHORE),
+# oslo.concurrency's in-process lock of this name: fair from Nova 21 on,
+# plain before (oslo.concurrency keeps the two kinds apart, so the hook must
+# take the kind the tracker takes).
 COMPUTE_RESOURCE_SEMAPHORE = "compute_resources"
 NOVA_LOCK_PREFIX = "nova-"
 
@@ -53,7 +55,9 @@ _NODE_POSITION = 8
 def rt_lock():
     """The resource tracker's claim lock, as a context manager."""
     return lockutils.lock(
-        COMPUTE_RESOURCE_SEMAPHORE, NOVA_LOCK_PREFIX, fair=True
+        COMPUTE_RESOURCE_SEMAPHORE,
+        NOVA_LOCK_PREFIX,
+        fair=compat.resource_tracker_lock_is_fair(),
     )
 
 

@@ -54,7 +54,13 @@ class GrantsHostManager(nova_host_manager.HostManager):
         return list(self.get_all_host_states(context))
 
     def _cell_context(self, context, host):
-        cell = self._get_cell_mapping_for_host(context, host)
+        # NOTE: Nova's HostManager finds a host's cell itself from 19 on;
+        # 18 and older have only the host mapping.
+        find = getattr(self, "_get_cell_mapping_for_host", None)
+        if find is not None:
+            cell = find(context, host)
+        else:
+            cell = objects.HostMapping.get_by_host(context, host).cell_mapping
         return nova_context.target_cell(context, cell)
 
     def instances(self, context, host, instance_uuids):

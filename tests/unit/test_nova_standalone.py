@@ -206,3 +206,47 @@ class TestConnectionRequired(base.TestCase):
         self.assertIn(
             "[grant_scheduler_database] connection", str(caught.exception)
         )
+
+
+class TestResourceTrackerLock(base.TestCase):
+    """The hook takes the kind of lock the release's resource tracker
+    takes: oslo.concurrency keeps a fair and a plain lock of one name
+    apart, so the other kind would not exclude the tracker's claims."""
+
+    def release(self, version):
+        module = types.SimpleNamespace(
+            version_info=types.SimpleNamespace(version_string=lambda: version)
+        )
+        return mock.patch.object(
+            compat,
+            "nova_module",
+            lambda name: module if name == "version" else None,
+        )
+
+    def lock_kind(self, version):
+        with (
+            self.release(version),
+            mock.patch.object(hooks.lockutils, "lock") as lock,
+        ):
+            hooks.rt_lock()
+        return lock.call_args[1]["fair"]
+
+    def test_plain_before_21_and_fair_from_21(self):
+        self.assertEqual(
+            [False, False, False, True, True, True],
+            [
+                self.lock_kind(v)
+                for v in (
+                    "18.3.0",
+                    "19.3.2",
+                    "20.6.1",
+                    "21.2.4",
+                    "22.0.1",
+                    "34.0.0",
+                )
+            ],
+        )
+
+    def test_fair_without_nova(self):
+        with mock.patch.object(compat, "nova_module", lambda name: None):
+            self.assertTrue(compat.resource_tracker_lock_is_fair())
