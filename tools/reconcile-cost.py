@@ -1,13 +1,14 @@
 """What one reconciliation with Nova's records costs, at N nodes x M instances.
 
-Run in the Nova 22 root (tools/nova22-run.sh python3 tools/reconcile-cost.py
-[--nodes 1000] [--per-node 20] [--url URL]): builds Nova's API and cell
-databases with nova-manage (SQLite files), writes N nodes into
-grant_scheduler's books (``--url``, SQLite by default) and N x M instances
-into the cell (rows written in bulk, each with its flavour as Nova stores
-it), then times ``Reconciler.run`` twice: the first run claims every
-instance (every node differs), the second finds nothing to do (the steady
-state each scheduler pays every ``reconcile_interval``).
+Run in the Nova 22 root, from the checkout (tools/nova22-run.sh python3
+tools/reconcile-cost.py [--nodes 1000] [--per-node 20] [--url URL]): builds
+Nova's API and cell databases with nova-manage (SQLite files, as the Nova 22
+tests do), writes N nodes into grant_scheduler's books (``--url``, SQLite by
+default) and N x M instances into the cell (rows written in bulk, each with
+its flavour as Nova stores it), then times ``Reconciler.run`` twice: the
+first run claims every instance (every node differs), the second finds
+nothing to do (the steady state each scheduler pays every
+``reconcile_interval``).
 """
 
 import nova.monkey_patch  # noqa: F401,I001 - first, as in nova-scheduler
@@ -16,12 +17,12 @@ import argparse
 import datetime
 import os
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
 
 import sqlalchemy as sa
-from nova import config as nova_config
 from nova import context as nova_context
 from nova import objects
 from oslo_serialization import jsonutils
@@ -29,49 +30,16 @@ from oslo_serialization import jsonutils
 from grant_scheduler import api
 from grant_scheduler.nova import reconcile
 
-CONF_TEXT = """
-[DEFAULT]
-transport_url = fake://
-state_path = {directory}
-[api_database]
-connection = sqlite:///{directory}/api.sqlite
-[database]
-connection = sqlite:///{directory}/cell1.sqlite
-"""
+# NOTE: the Nova 22 tests' database set-up, from this checkout.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.nova22.in_nova import manager  # noqa: E402
+
 FLAVOR = dict(vcpus=2, memory_mb=4096, root_gb=40, ephemeral_gb=0, swap=0)
 
 
-def nova_manage(conf, *args):
-    subprocess.run(
-        ["nova-manage", "--config-file", conf] + list(args),
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
-
-
 def make_nova(directory):
-    conf = os.path.join(directory, "nova.conf")
-    with open(conf, "w") as f:
-        f.write(CONF_TEXT.format(directory=directory))
-    cell0 = "sqlite:///%s/cell0.sqlite" % directory
-    cell1 = "sqlite:///%s/cell1.sqlite" % directory
-    nova_manage(conf, "api_db", "sync")
-    nova_manage(conf, "cell_v2", "map_cell0", "--database_connection", cell0)
-    nova_manage(
-        conf,
-        "cell_v2",
-        "create_cell",
-        "--name",
-        "cell1",
-        "--database_connection",
-        cell1,
-        "--transport-url",
-        "fake://",
-    )
-    nova_manage(conf, "db", "sync")
-    nova_config.parse_args(["reconcile-cost", "--config-file", conf])
-    objects.register_all()
-    return cell1
+    manager.make_nova_databases(directory)
+    return "sqlite:///%s/cell1.sqlite" % directory
 
 
 def write_instances(cell_url, nodes, per_node):

@@ -39,7 +39,7 @@ RESERVED_MB = 512
 NODE = {"vcpus": 4, "memory_mb": 8192 + RESERVED_MB, "local_gb": 100}
 FLAVOR = {"vcpus": 2, "memory_mb": 4096, "root_gb": 40, "ephemeral_gb": 0}
 
-CONF_TEXT = """
+NOVA_CONF = """
 [DEFAULT]
 transport_url = fake://
 state_path = {directory}
@@ -47,6 +47,9 @@ state_path = {directory}
 connection = sqlite:///{directory}/api.sqlite
 [database]
 connection = sqlite:///{directory}/cell1.sqlite
+"""
+
+CONF_TEXT = """
 [scheduler]
 driver = grant_scheduler
 [placement]
@@ -68,38 +71,47 @@ def nova_manage(conf, *args):
     )
 
 
+def make_nova_databases(directory, more_conf=""):
+    """An API database, cell0 and cell1 (SQLite files in ``directory``)
+    made by nova-manage, and Nova's configuration read from the
+    ``nova.conf`` written there (``more_conf`` appended).
+
+    :returns: the path of that ``nova.conf``.
+    """
+    conf = os.path.join(directory, "nova.conf")
+    with open(conf, "w") as f:
+        f.write(NOVA_CONF.format(directory=directory) + more_conf)
+    cell0 = "sqlite:///%s/cell0.sqlite" % directory
+    cell1 = "sqlite:///%s/cell1.sqlite" % directory
+    nova_manage(conf, "api_db", "sync")
+    nova_manage(conf, "cell_v2", "map_cell0", "--database_connection", cell0)
+    nova_manage(
+        conf,
+        "cell_v2",
+        "create_cell",
+        "--name",
+        "cell1",
+        "--database_connection",
+        cell1,
+        "--transport-url",
+        "fake://",
+    )
+    nova_manage(conf, "db", "sync")
+    nova_config.parse_args(["test", "--config-file", conf])
+    gs_conf.register_opts(nova_config.CONF)
+    objects.register_all()
+    return conf
+
+
 class ManagerTestCase(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.directory = tempfile.mkdtemp(prefix="nova22-")
         cls.gs_db = gs_base.DatabaseFixture("sqlite")
         cls.gs_db.setUp()
-        conf = os.path.join(cls.directory, "nova.conf")
-        with open(conf, "w") as f:
-            f.write(
-                CONF_TEXT.format(directory=cls.directory, gs_url=cls.gs_db.url)
-            )
-        cell0 = "sqlite:///%s/cell0.sqlite" % cls.directory
-        cell1 = "sqlite:///%s/cell1.sqlite" % cls.directory
-        nova_manage(conf, "api_db", "sync")
-        nova_manage(
-            conf, "cell_v2", "map_cell0", "--database_connection", cell0
+        conf = make_nova_databases(
+            cls.directory, CONF_TEXT.format(gs_url=cls.gs_db.url)
         )
-        nova_manage(
-            conf,
-            "cell_v2",
-            "create_cell",
-            "--name",
-            "cell1",
-            "--database_connection",
-            cell1,
-            "--transport-url",
-            "fake://",
-        )
-        nova_manage(conf, "db", "sync")
-        nova_config.parse_args(["test", "--config-file", conf])
-        gs_conf.register_opts(nova_config.CONF)
-        objects.register_all()
         cls.admin = nova_context.get_admin_context()
         [cls.cell] = [
             c
