@@ -7,8 +7,14 @@ manager loads it with ``stevedore.driver.DriverManager(
 "nova.scheduler.driver", name, invoke_on_load=True)`` before forking its
 workers, so construction only records what it was given (DESIGN H9).
 
-Per request: Nova's HostStates, less the live grants of this process's
-cached view (``GrantScheduler.view``: one read of the rows changed since
+On Nova 17-22 (every call that passes instance uuids and wants Selection
+objects) the driver is Nova's own FilterScheduler, with a grant written
+before each placement claim (``placement``): Nova's request filters,
+allocation candidates, filters, weighers and options decide, placement
+records, the grant guards the node.
+
+Otherwise (13-16, and older conductors), per request: Nova's HostStates,
+less the live grants of this process's cached view (``GrantScheduler.view``: one read of the rows changed since
 the last request), are filtered and weighed by Nova's own host manager
 (``nova_view.NovaView``); the chosen host is then granted through the
 protocol (``GrantScheduler.schedule_request``), falling over to the next
@@ -18,7 +24,10 @@ rows.
 
 ``host_manager`` is Nova's HostManager extended to consume grants from
 the instance information computes send (``host_manager``), so Nova 22
-needs nothing installed on its computes.
+needs nothing installed on its computes; the periodic tasks reap grants,
+register nodes, withdraw the grants of instances Nova gave up
+(``stale_grants``) and reconcile the claims with Nova's records
+(``reconcile``).
 """
 
 from oslo_log import log as logging
