@@ -14,8 +14,9 @@ allocation candidates, filters, weighers and options decide, placement
 records, the grant guards the node.
 
 Otherwise (13-16, and older conductors), per request: Nova's HostStates,
-less the live grants of this process's cached view (``GrantScheduler.view``: one read of the rows changed since
-the last request), are filtered and weighed by Nova's own host manager
+less the live grants of this process's cached view
+(``GrantScheduler.view``: one read of the rows changed since the last
+request), are filtered and weighed by Nova's own host manager
 (``nova_view.NovaView``); the chosen host is then granted through the
 protocol (``GrantScheduler.schedule_request``), falling over to the next
 one when the grant does not fit.  Without Nova importable, the
