@@ -26,7 +26,6 @@ GRANT_WON = "won"
 """Live: the capacity is promised to the instance."""
 GRANT_CONSUMED = "consumed"
 """Counted in the node's usage by the compute host's claim."""
-GRANT_STATES = (GRANT_WON, GRANT_CONSUMED)
 
 
 @dataclasses.dataclass(frozen=True)

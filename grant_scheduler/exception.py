@@ -97,10 +97,6 @@ class DatabaseConfigError(GrantSchedulerError):
 
 
 class DatabaseUnavailable(GrantSchedulerError):
-    transient = False
-    """True when the connection was lost after this process had connected
-    (then worth a retry in a fresh transaction)."""
-
     msg_fmt = (
         "Cannot connect to the database at %(url)s: %(reason)s. Check that "
         "the server is running and that the URL, user and password are right."

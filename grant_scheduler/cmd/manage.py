@@ -309,7 +309,9 @@ def add_command_parsers(subparsers):
     grants.add_argument("--host", help="Only grants on this host.")
     grants.set_defaults(handler=list_grants)
     reaper = subparsers.add_parser(
-        "reap", help="Delete superseded, withdrawn, orphaned, expired grants."
+        "reap",
+        help="Delete superseded, expired and orphaned grants, and "
+        "orphaned claims.",
     )
     reaper.set_defaults(handler=reap)
     checker = subparsers.add_parser(

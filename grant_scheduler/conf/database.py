@@ -38,7 +38,7 @@ The database that holds grant_scheduler's hosts, grants and claims tables.
 It may be the same server, or even the same database, as Nova's: the tables
 are prefixed ``gs_`` so they do not clash with Nova's own.  On a Galera
 cluster set ``mysql_wsrep_sync_wait = 1`` (where the installed oslo.db has
-that option) so that a verification read sees what another node committed.
+that option) so that a read sees what another node committed.
 """,
 )
 

@@ -50,8 +50,11 @@ decides instead, among the hosts Nova's weighers ranked.
         max=10000,
         help="""
 How many times one instance may fall over to the next host after its grant
-lost the verification, before the request fails with NoValidHost.  Each
-fall-over costs a grant write and a verification read.
+did not fit (another writer took the room since this scheduler's last read),
+before every host is read again; NoValidHost is answered only when that fresh
+read shows no host fits.  Each fall-over costs a grant write and a read of
+what changed.  Inside Nova 17-22 Nova's sorted host list bounds the
+fall-overs instead.
 """,
     ),
     cfg.IntOpt(
@@ -99,7 +102,7 @@ Seconds of changes read again on each refresh, for writes stamped before
 the previous read but committed after it (longer than a host-row write
 transaction; raise it if database clocks disagree, as on Galera).  A change
 missed here only makes the view stale until the next full read: grants are
-still decided by their verification.
+still decided in their own write.
 """,
     ),
     cfg.IntOpt(

@@ -52,17 +52,6 @@ Amount = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 TABLE_ARGS = {"mysql_engine": "InnoDB", "mysql_charset": "utf8mb4"}
 
-# NOTE(prefixes): each triple of resource columns is named
-# <prefix><dimension><suffix>; ``rows.amount`` reads them back.
-RESOURCE_COLUMN_SETS = {
-    "total": ("", ""),
-    "reserved": ("reserved_", ""),
-    "limit": ("limit_", ""),
-    "used": ("", "_used"),
-    "external": ("external_", ""),
-    "granted": ("granted_", ""),
-}
-
 
 def column_names(prefix="", suffix=""):
     return [prefix + name + suffix for name in DIMENSIONS]

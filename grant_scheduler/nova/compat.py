@@ -160,23 +160,6 @@ def capacity_of(host_state, reserved=NOTHING):
     )
 
 
-def recorded_usage(host_state, reserved=NOTHING):
-    """What the compute node record counts as used by instances.
-
-    Disk comes from the record's ``local_gb_used``, not from free disk,
-    which Nova lowers to ``disk_available_least`` (the hypervisor's view
-    of thin images).
-    """
-    return _not_below_zero(
-        Resources(
-            vcpus=host_state.vcpus_used,
-            memory_mb=host_state.total_usable_ram_mb - host_state.free_ram_mb,
-            disk_gb=host_state.disk_mb_used // 1024,
-        )
-        - reserved
-    )
-
-
 def current_usage(host_state, reserved=NOTHING):
     """What a HostState counts as used now, including what this very
     request has consumed from it (``consume_from_request`` lowers free
