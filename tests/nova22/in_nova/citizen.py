@@ -152,7 +152,7 @@ class TestGivenUpGrants(base.GrantsTestBase):
         self.assertEqual(slots, len(self.live_grants()))
         for server in refused:
             self._delete_server(server)
-        # Stock Nova places every one of these; no grant_ttl to wait out.
+        # Stock Nova places every one of these; nothing has to expire first.
         servers = [self.boot() for _ in range(slots)]
         self.assertEqual(
             sorted(self.HOSTS * base.SLOTS_PER_HOST),
