@@ -107,6 +107,39 @@ class GrantsTestBase(integrated_helpers._IntegratedTestBase):
         """``{host: used Resources}`` in grant_scheduler's books."""
         return {r.state.host: r.state.used for r in self.gs.hosts()}
 
+    def placement_provider(self, host):
+        [provider] = self.placement.get(
+            "/resource_providers?name=%s" % host
+        ).body["resource_providers"]
+        return provider["uuid"]
+
+    def placement_usage(self, host):
+        """``(VCPU, MEMORY_MB, DISK_GB)`` placement records on ``host``."""
+        usages = self.placement.get(
+            "/resource_providers/%s/usages" % self.placement_provider(host)
+        ).body["usages"]
+        return (usages["VCPU"], usages["MEMORY_MB"], usages["DISK_GB"])
+
+    def placement_over_capacity(self):
+        """Hosts whose placement usage exceeds their inventory's
+        capacity, ``(total - reserved) x allocation_ratio``."""
+        over = []
+        for host in self.HOSTS:
+            provider = self.placement_provider(host)
+            inventories = self.placement.get(
+                "/resource_providers/%s/inventories" % provider
+            ).body["inventories"]
+            usages = self.placement.get(
+                "/resource_providers/%s/usages" % provider
+            ).body["usages"]
+            for name, inventory in inventories.items():
+                capacity = (inventory["total"] - inventory["reserved"]) * (
+                    inventory["allocation_ratio"]
+                )
+                if usages.get(name, 0) > capacity:
+                    over.append((host, name))
+        return over
+
     def live_grants(self):
         return [g for g in self.gs.grants() if g.state == "won"]
 

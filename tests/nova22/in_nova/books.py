@@ -24,15 +24,6 @@ class BooksTestBase(base.GrantsTestBase):
     def claimed(self, host):
         return {c.instance_uuid: c.resources for c in self.gs.claims(host)}
 
-    def placement_usage(self, host):
-        [provider] = self.placement.get(
-            "/resource_providers?name=%s" % host
-        ).body["resource_providers"]
-        usages = self.placement.get(
-            "/resource_providers/%s/usages" % provider["uuid"]
-        ).body["usages"]
-        return (usages["VCPU"], usages["MEMORY_MB"], usages["DISK_GB"])
-
     def books_usage(self, host):
         total = sum(self.claimed(host).values(), self.flavor_resources(0))
         return (total.vcpus, total.memory_mb, total.disk_gb)

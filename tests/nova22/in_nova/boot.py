@@ -124,6 +124,15 @@ class TestConcurrentBoots(base.GrantsTestBase):
             self.assertIn("No valid host", fault["message"])
         self.assertEqual([], self.over_limit())
         self.assertEqual([], self.gs.check())
+        # Placement's records: every ACTIVE server allocated, no provider
+        # over its inventory, and the same usage as the books.
+        self.assertEqual([], self.placement_over_capacity())
+        for host in self.HOSTS:
+            used = self.usage()[host]
+            self.assertEqual(
+                (used.vcpus, used.memory_mb, used.disk_gb),
+                self.placement_usage(host),
+            )
         # One TTL and one reap later nothing is left over and no host is
         # over its limit.
         self.expire_and_reap()
