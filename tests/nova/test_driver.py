@@ -617,3 +617,40 @@ class TestPeriodicReaper(DriverTestCase, base.TestCase):
         gs.database.clock_offset = ttl + 1
         self.driver.run_periodic_tasks(self.context)
         self.assertEqual(1, len(self.gs.grants()))
+
+
+class TestNovaSubsetSize(DriverTestCase, base.TestCase):
+    """Inside Nova, Nova's [filter_scheduler] host_subset_size chooses
+    among the hosts Nova's weighers ranked, not grant_scheduler's option."""
+
+    def setUp(self):
+        super().setUp()
+        # The RAM weigher puts "roomy" first for every request below.
+        self.cloud.add("roomy", 64, 262144, 1000)
+        self.cloud.add("small1", 8, 16384, 200)
+        self.cloud.add("small2", 8, 16384, 200)
+
+    def hosts_chosen(self, count):
+        flavor = fakes.flavor(1, 1024, 10)
+        return [
+            self.select_objects(
+                fakes.request_spec(flavor), [str(uuid.uuid4())]
+            )[0][0].service_host
+            for _ in range(count)
+        ]
+
+    def test_nova_default_takes_the_weighers_best(self):
+        self.assertEqual(1, nova_base.CONF.filter_scheduler.host_subset_size)
+        self.assertEqual(3, self.gs.settings.host_subset_size)
+        self.assertEqual(["roomy"] * 12, self.hosts_chosen(12))
+
+    def test_nova_option_spreads_when_raised(self):
+        nova_base.CONF.set_override("host_subset_size", 3, "filter_scheduler")
+        self.addCleanup(
+            nova_base.CONF.clear_override,
+            "host_subset_size",
+            "filter_scheduler",
+        )
+        self.assertEqual(
+            {"roomy", "small1", "small2"}, set(self.hosts_chosen(40))
+        )
