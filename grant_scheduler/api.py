@@ -18,7 +18,7 @@ command line use nothing else::
     gs.check()                              # [] when I1 and I4 hold
 
 Nothing connects to the database until the first call, so the object may be
-built before a service forks its workers (DESIGN H9).  The first call checks
+built before a service forks its workers (H9).  The first call checks
 the schema revision and raises ``SchemaNotMigrated`` (or
 ``SchemaNewerThanCode``) with the command to run.  Every input is checked
 before it reaches the database, and every database error leaves as one of
@@ -198,7 +198,7 @@ class GrantScheduler:
         ``used`` is the node's true usage (from the hypervisor): it
         replaces the node's claims, so a later release of an instance
         claimed before it changes nothing.  Taken under the node's claim
-        lock, so a report never races this process's claims (DESIGN H4).
+        lock, so a report never races this process's claims (H4).
         :returns: the node's id.
         """
         return self._claims.report(

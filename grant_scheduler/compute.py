@@ -2,7 +2,7 @@
 
 A claim consumes the instance's grant and adds its resources to the node's
 usage in one transaction, so a reader sees them exactly once, as a grant or
-as usage (DESIGN H4).  With no live grant (reaped, or never written) the
+as usage (H4).  With no live grant (reaped, or never written) the
 claim re-checks capacity against usage plus live grants, in the database's
 own conditional write, and is rejected when the instance does not fit
 (H5).  Claim and release are keyed by instance uuid and safe to repeat

@@ -4,7 +4,7 @@
 first (RAM, then vCPU, then disk: Nova's default spreading weighers), ties
 broken by a random order of the nodes drawn once per scheduler process, and
 ``Spread.choose`` takes one at random among the best ``host_subset_size``
-(DESIGN H7).  Two schedulers facing the same equally free nodes therefore
+(H7).  Two schedulers facing the same equally free nodes therefore
 prefer different ones, and one scheduler's consecutive choices still spread.
 
 *Does the grant hold?*  A node can take a request when its usage plus its

@@ -2,7 +2,7 @@
 
 Off by default: a component built without ``Hooks`` fires into an empty
 registry, which costs one dictionary lookup.  Tests use them to pause one
-scheduler between two protocol steps while another runs (DESIGN section 6),
+scheduler between two protocol steps while another runs (README, Development),
 or to kill a process at an exact step.
 
 Points fired by the scheduler:

@@ -1,6 +1,6 @@
 """The scheduler side of the grants protocol.
 
-Per request (DESIGN section 2): take the view of every node (its usage and
+Per request: take the view of every node (its usage and
 live grants are one row, from this process's ``view.ViewCache``); per
 instance, choose randomly among the best fits (``decision.Spread``) and
 take a grant there.  The grant is decided by the database in the write

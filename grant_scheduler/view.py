@@ -8,7 +8,7 @@ less an ``overlap`` window for writes stamped before that read and
 committed after it; every ``resync_interval`` seconds it reads every row
 again.  Rows in the overlap window whose stamp is the one the cache holds
 come back as their stamps alone (``storage.Known``).  A decision therefore
-costs a read of what changed, not of every node (DESIGN section 5, scale).
+costs a read of what changed, not of every node.
 
 The view may be stale; staleness never costs safety, only a lost grant:
 a grant is decided by the database in its own write, and the node's row

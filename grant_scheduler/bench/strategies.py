@@ -9,7 +9,7 @@ they stand for:
     The product: ``GrantScheduler.schedule`` and ``GrantScheduler.claim``.
 ``grants-naive`` (UNSAFE)
     The seed's steps taken literally: earliest database timestamp wins, no
-    ticket.  Exists to show DESIGN H1 happening.
+    ticket.  Exists to show H1 happening.
 ``placement``
     Today's Nova answer: read usage, check capacity and write the
     allocation with a per-host generation compare-and-swap in one

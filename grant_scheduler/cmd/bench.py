@@ -273,7 +273,7 @@ def parser():
         type=_delay_ms,
         default=0.0,
         help="Sleep up to this long, uniformly at random, between a "
-        "grant's insert and its commit (shows DESIGN H1).",
+        "grant's insert and its commit (shows H1).",
     )
     p.add_argument(
         "--build-delay-ms",

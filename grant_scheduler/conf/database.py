@@ -2,8 +2,8 @@
 
 The plugin keeps its tables in a database of its own choosing and never reads
 Nova's ``[database]`` group: an enginefacade that is not configured falls back
-to ``cfg.CONF.database``, which inside Nova is Nova's own database (DESIGN
-H10).  The options are oslo.db's, copied so that changing their defaults here
+to ``cfg.CONF.database``, which inside Nova is Nova's own database
+(H10).  The options are oslo.db's, copied so that changing their defaults here
 does not change them for any other group registered in the same process;
 whichever of them the installed oslo.db lacks are simply absent.
 

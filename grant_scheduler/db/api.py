@@ -1,7 +1,7 @@
 """The single entry point to grant_scheduler's database.
 
 A ``Database`` owns a *private* oslo.db enginefacade: never the global one,
-which inside Nova is bound to Nova's own ``[database]`` (DESIGN H10).  The
+which inside Nova is bound to Nova's own ``[database]`` (H10).  The
 engine starts lazily, on the first transaction, so a driver built before
 nova-scheduler forks its workers opens no connection in the parent (H9).
 
@@ -69,7 +69,7 @@ class server_utc(sa.sql.functions.FunctionElement):
 
     Every timestamp the protocol writes or compares (grant creation and
     expiry, claims, the view's change stamps) comes from here, never from
-    a scheduler's clock, and none decides which grant wins (DESIGN H1, H8).
+    a scheduler's clock, and none decides which grant wins (H1, H8).
     Build it with ``Database.now()``.
     """
 
@@ -368,7 +368,7 @@ class Database:
 
     @contextlib.contextmanager
     def reader(self):
-        """One read-only transaction, always a new one (DESIGN H2)."""
+        """One read-only transaction, always a new one (H2)."""
         with self._facade.reader.connection.using(_Context()) as conn:
             yield conn
 

@@ -5,7 +5,7 @@ stamped with the database's clock, committed, then verified in a second
 transaction that counts every live grant stamped earlier.  Nothing ties the
 stamp to commit order: A stamps first and commits last; B commits, reads
 back, cannot see A and wins; A commits, reads back, sees B's later stamp,
-ignores it and wins too (DESIGN H1).
+ignores it and wins too (H1).
 
 ``PlacementModelStore`` is placement's answer, idealised: read usage, check
 capacity in the client, and write the allocation guarded by the node's

@@ -1,6 +1,6 @@
 """SQL of ``gs_claims``: the compute side's claim and release.
 
-A claim moves its grant into usage in one transaction (DESIGN H4): the
+A claim moves its grant into usage in one transaction (H4): the
 node's row is locked first (usage up, live grants down, the last-grant mark
 forward), then the grant is marked consumed and the claim row written.
 Without a grant of its own the claim is the same conditional ``UPDATE`` a

@@ -29,7 +29,7 @@ def _issue_ticket(conn, db, host_id, amount):
     is held (PostgreSQL re-checks a row it waited for; InnoDB's UPDATE
     reads the latest version at any isolation level).  Every earlier grant
     on the node has committed or rolled back by then, so ticket order is
-    commit order and no snapshot can be stale (DESIGN H1, H2).
+    commit order and no snapshot can be stale (H1, H2).
 
     :returns: the new ticket, or None when the grant does not fit (or the
         node is gone); then nothing was written.
@@ -316,7 +316,7 @@ def reap_consumed(conn, limit):
 
     These are the grants the seed calls superseded (older than the node's
     last-grant mark): a grant below the mark that is *not* consumed may
-    belong to a build still in flight and is left alone (DESIGN H3).
+    belong to a build still in flight and is left alone (H3).
     """
     return _delete_batch(
         conn, GRANTS, GRANTS.c.state == decision.GRANT_CONSUMED, limit

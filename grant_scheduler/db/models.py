@@ -24,7 +24,7 @@ SQLAlchemy 1.3 and 2.x.
     ``created_at``/``expires_at`` come from the database's clock.
 ``gs_claims``
     One row per instance whose resources are counted in a host's usage: what
-    makes claim and release idempotent (DESIGN H12) and what the invariant
+    makes claim and release idempotent (H12) and what the invariant
     checker compares usage with (I4).
 """
 

@@ -10,5 +10,5 @@ This package is the only place that imports Nova, and it does so lazily:
 * ``filters.GrantsFilter``: a host filter that subtracts live grants, for
   Nova's stock scheduler on any release;
 * ``service``: one ``GrantScheduler`` per process, built on first use from
-  Nova's configuration (never at import or construction, DESIGN H9).
+  Nova's configuration (never at import or construction, H9).
 """

@@ -5,7 +5,7 @@ the class path ``grant_scheduler.nova.driver.GrantSchedulerDriver`` works
 too) or ``[scheduler] driver = grant_scheduler`` (15-22).  Nova's scheduler
 manager loads it with ``stevedore.driver.DriverManager(
 "nova.scheduler.driver", name, invoke_on_load=True)`` before forking its
-workers, so construction only records what it was given (DESIGN H9).
+workers, so construction only records what it was given (H9).
 
 On Nova 17-22 (every call that passes instance uuids and wants Selection
 objects) the driver is Nova's own FilterScheduler, with a grant written

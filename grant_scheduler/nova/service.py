@@ -1,7 +1,7 @@
 """One ``GrantScheduler`` per process, built from Nova's configuration.
 
 Nova builds its scheduler driver, filters and hooks before it forks its
-workers (DESIGN H9), so nothing here connects or starts anything until the
+workers (H9), so nothing here connects or starts anything until the
 first real use, which happens in the worker.  The options live in their own
 groups (``[grant_scheduler]``, ``[grant_scheduler_database]``) of Nova's
 configuration object; an unset ``connection`` there never falls back to
