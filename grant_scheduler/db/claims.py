@@ -238,9 +238,7 @@ def claim_by_own_grant(conn, db, host_id, build, before_commit=None):
     )
 
 
-def _write_claim(
-    conn, db, host_id, instance_uuid, amount, ticket, how, before_commit
-):
+def _insert_claim(conn, db, host_id, instance_uuid, amount, ticket):
     conn.execute(
         CLAIMS.insert().values(
             instance_uuid=instance_uuid,
@@ -250,6 +248,12 @@ def _write_claim(
             **rows.values(amount),
         )
     )
+
+
+def _write_claim(
+    conn, db, host_id, instance_uuid, amount, ticket, how, before_commit
+):
+    _insert_claim(conn, db, host_id, instance_uuid, amount, ticket)
     if before_commit is not None:
         before_commit()
     return storage.ClaimOutcome(amount, ticket, how, host_id=host_id)
@@ -507,15 +511,7 @@ def correct(conn, db, host, node, amounts, releases):
         used += amounts[uuid]
         grant = grant_of.get(uuid)
         ticket = None if grant is None else grant.ticket
-        conn.execute(
-            CLAIMS.insert().values(
-                instance_uuid=uuid,
-                host_id=host_id,
-                grant_ticket=ticket,
-                created_at=db.now(),
-                **rows.values(amounts[uuid]),
-            )
-        )
+        _insert_claim(conn, db, host_id, uuid, amounts[uuid], ticket)
     for uuid in resized:
         used += amounts[uuid] - rows.amount(claimed[uuid])
         conn.execute(
