@@ -250,3 +250,41 @@ class TestResourceTrackerLock(base.TestCase):
     def test_fair_without_nova(self):
         with mock.patch.object(compat, "nova_module", lambda name: None):
             self.assertTrue(compat.resource_tracker_lock_is_fair())
+
+
+class TestPeriodicTasks(base.TestCase):
+    """What the driver's periodic tasks are, and how often they run."""
+
+    def periodic(self, **overrides):
+        conf = cfg.ConfigOpts()
+        gs_conf.register_opts(conf)
+        conf([], default_config_files=[])
+        for name, value in overrides.items():
+            conf.set_override(name, value, "grant_scheduler")
+        return gs_driver._Periodic(conf, driver=None)
+
+    def test_by_default_the_claims_are_reconciled_every_minute(self):
+        periodic = self.periodic()
+        names = {name for name, _ in periodic._periodic_tasks}
+        self.assertEqual(
+            {
+                "reap_grants",
+                "sync_hosts",
+                "withdraw_stale_grants",
+                "reconcile_claims",
+            },
+            names,
+        )
+        self.assertEqual(60, periodic._periodic_spacing["reconcile_claims"])
+
+    def test_the_interval_is_the_option_and_zero_turns_it_off(self):
+        self.assertEqual(
+            15,
+            self.periodic(reconcile_interval=15)._periodic_spacing[
+                "reconcile_claims"
+            ],
+        )
+        off = self.periodic(reconcile_interval=0)
+        self.assertNotIn(
+            "reconcile_claims", {name for name, _ in off._periodic_tasks}
+        )
