@@ -259,6 +259,9 @@ class TestPeriodicTasks(base.TestCase):
         conf = cfg.ConfigOpts()
         gs_conf.register_opts(conf)
         conf([], default_config_files=[])
+        # NOTE: the option group object is shared by every ConfigOpts it is
+        # registered with, overrides included: undo them.
+        self.addCleanup(conf.reset)
         for name, value in overrides.items():
             conf.set_override(name, value, "grant_scheduler")
         return gs_driver._Periodic(conf, driver=None)
