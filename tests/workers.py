@@ -2,7 +2,7 @@
 (stress, faults, Galera), started with spawn.
 
 Each process builds its own ``GrantScheduler`` after it starts, as a forked
-nova-scheduler worker would (DESIGN H9), with the product's default
+nova-scheduler worker would (H9), with the product's default
 settings, and reports through one event queue:
 
 ``("answered", name, instance uuid)``
@@ -22,6 +22,7 @@ retries, is counted, and the process goes on with the next one.
 """
 
 import logging
+import multiprocessing
 import os
 import random
 import signal
@@ -30,6 +31,36 @@ import traceback
 import uuid
 
 STOP = None
+
+
+def kill(processes):
+    """SIGKILL what is still running, and reap it (a test's cleanup)."""
+    for process in processes:
+        if process.is_alive():
+            process.kill()
+        process.join(10)
+
+
+def run_together(testcase, target, url, args_list, timeout):
+    """Start one spawned process per ``args`` of ``args_list``, running
+    ``target(url, barrier, *args, results)`` and held at one barrier so
+    that they race from the same moment; return what each puts on
+    ``results``, in order of arrival.  Processes left running are killed
+    at the test's cleanup."""
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(len(args_list))
+    results = ctx.Queue()
+    processes = [
+        ctx.Process(target=target, args=(url, barrier, *args, results))
+        for args in args_list
+    ]
+    for process in processes:
+        process.start()
+    testcase.addCleanup(kill, processes)
+    found = [results.get(timeout=timeout) for _ in processes]
+    for process in processes:
+        process.join(timeout)
+    return found
 
 
 def _gs(url, name, hooks):

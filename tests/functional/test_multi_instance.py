@@ -8,11 +8,11 @@ keeps a grant, and the hosts the failed requests left free are fewer than
 one request needs (all-or-nothing kept, no NoValidHost with room).
 """
 
-import multiprocessing
 import uuid
 
 from grant_scheduler import api
 from tests import base
+from tests import workers
 
 PROCESSES = 8
 PER_REQUEST = 3
@@ -58,22 +58,13 @@ class RacingRequests(base.DatabaseTestCase):
         for number in range(HOSTS):
             name = "slot%02d" % number
             gs.report_host(name, name, api.Capacity(SLOT))
-        ctx = multiprocessing.get_context("spawn")
-        barrier = ctx.Barrier(PROCESSES)
-        results = ctx.Queue()
-        processes = [
-            ctx.Process(
-                target=requester,
-                args=(self.db_fixture.url, barrier, ROUNDS, results),
-            )
-            for _ in range(PROCESSES)
-        ]
-        for process in processes:
-            process.start()
-        self.addCleanup(_kill, processes)
-        per_process = [results.get(timeout=WAIT * ROUNDS) for _ in processes]
-        for process in processes:
-            process.join(WAIT)
+        per_process = workers.run_together(
+            self,
+            requester,
+            self.db_fixture.url,
+            [(ROUNDS,)] * PROCESSES,
+            WAIT * ROUNDS,
+        )
         fits = HOSTS // PER_REQUEST
         for number, round_ in enumerate(zip(*per_process)):
             outcomes = sorted(outcome for outcome, _ in round_)
@@ -85,10 +76,3 @@ class RacingRequests(base.DatabaseTestCase):
             )
             self.assertEqual({HOSTS - fits * PER_REQUEST}, free)
         self.assertEqual([], gs.check(quiescent=True))
-
-
-def _kill(processes):
-    for process in processes:
-        if process.is_alive():
-            process.kill()
-        process.join(10)

@@ -8,12 +8,12 @@ interleaving, every call returns or raises one of the project's
 exceptions, and a node has one row.
 """
 
-import multiprocessing
 import random
 import uuid
 
 from grant_scheduler import api
 from tests import base
+from tests import workers
 
 PROCESSES = 6
 ROUNDS = 20
@@ -110,22 +110,13 @@ def churn(url, barrier, seed, steps, results):
 @base.with_scenarios(base.SERVERS)
 class Races(base.DatabaseTestCase):
     def run_processes(self, target, args_for):
-        ctx = multiprocessing.get_context("spawn")
-        barrier = ctx.Barrier(PROCESSES)
-        results = ctx.Queue()
-        processes = [
-            ctx.Process(
-                target=target,
-                args=(self.db_fixture.url, barrier, *args_for(n), results),
-            )
-            for n in range(PROCESSES)
-        ]
-        for process in processes:
-            process.start()
-        self.addCleanup(_kill, processes)
-        outcomes = [results.get(timeout=WAIT) for _ in processes]
-        for process in processes:
-            process.join(WAIT)
+        outcomes = workers.run_together(
+            self,
+            target,
+            self.db_fixture.url,
+            [args_for(n) for n in range(PROCESSES)],
+            WAIT,
+        )
         return [item for outcome in outcomes for item in outcome]
 
     def assertNoRawErrors(self, outcomes):
@@ -155,10 +146,3 @@ class Races(base.DatabaseTestCase):
         gs = api.GrantScheduler(self.db)
         self.assertEqual([], gs.check())
         self.assertLessEqual(len(gs.hosts()), 1)
-
-
-def _kill(processes):
-    for process in processes:
-        if process.is_alive():
-            process.kill()
-        process.join(10)

@@ -93,7 +93,7 @@ class FillToExhaustion(base.DatabaseTestCase):
         ]
         for process in computes + schedulers:
             process.start()
-        self.addCleanup(_kill, computes + schedulers)
+        self.addCleanup(workers.kill, computes + schedulers)
 
         checkpoints = 0
         violations = []
@@ -171,10 +171,3 @@ class FillToExhaustion(base.DatabaseTestCase):
         gs.reap()
         self.assertEqual([], gs.check(quiescent=True))
         self.assertEqual({api.Resources()}, {r.state.used for r in gs.hosts()})
-
-
-def _kill(processes):
-    for process in processes:
-        if process.is_alive():
-            process.kill()
-        process.join(10)
