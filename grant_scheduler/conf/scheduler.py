@@ -81,6 +81,27 @@ periodic_task_interval seconds (60), which bounds how often this runs.
 """,
     ),
     types.FiniteFloatOpt(
+        "consume_interval",
+        default=2.0,
+        min=0.0,
+        max=3600.0,
+        help="""
+Inside Nova: seconds between two looks, by every scheduler process, at the
+instances its live grants are for, in Nova's records.  A grant is consumed
+(its instance counted on the node) once Nova has set the instance's host and
+node, which the compute's resource tracker does before the spawn begins, so
+within this interval of the build's start whatever the spawn takes; a grant
+whose instance is building on another node (a reschedule to an alternate)
+is withdrawn, and the instance counted where it runs; a grant of an
+instance Nova has deleted, or set to ERROR without a host, is withdrawn.
+Each look is one statement on grant_scheduler's database, plus, when grants
+are live, one query of Nova's API database and two per cell.  The loop
+starts with the scheduler's periodic tasks (Nova's [DEFAULT]
+periodic_enable).  0 turns the loop off: the periodic tasks then do the
+same every [scheduler] periodic_task_interval seconds.
+""",
+    ),
+    types.FiniteFloatOpt(
         "view_resync_interval",
         default=60.0,
         min=0.0,

@@ -69,3 +69,31 @@ def claim(gs, instance_uuid, host, node, resources_of, request_id=None):
     return gs.claim(
         instance_uuid, host, node, resources_of(), request_id=request_id
     )
+
+
+class Amounts:
+    """What instances of one cell use, by flavour, volume-backed root
+    disks excluded: one query of their block device mappings."""
+
+    def __init__(self, context, instance_uuids):
+        from nova import objects
+
+        self._context = context
+        self._bdms = objects.BlockDeviceMappingList.bdms_by_instance_uuid(
+            context, sorted(instance_uuids)
+        )
+        # NOTE: an instance without mappings gets an empty list, which
+        # Nova reads as "no root volume" rather than querying it again.
+        self._none = objects.BlockDeviceMappingList(objects=[])
+
+    def of(self, instance, flavor=None):
+        """``instance``'s amount at ``flavor`` (its own columns, which
+        Nova keeps at its current flavour, when None)."""
+        is_bfv = is_volume_backed(
+            self._context,
+            instance,
+            self._bdms.get(instance.uuid) or self._none,
+        )
+        return compat.flavor_resources(
+            instance if flavor is None else flavor, is_bfv=is_bfv
+        )

@@ -26,9 +26,11 @@ rows.
 ``host_manager`` is Nova's HostManager extended to consume grants from
 the instance information computes send (``host_manager``), so Nova 22
 needs nothing installed on its computes; the periodic tasks reap grants,
-register nodes, withdraw the grants of instances Nova gave up
-(``stale_grants``) and reconcile the claims with Nova's records
-(``reconcile``).
+register nodes, follow live grants to their instances in Nova's records
+(``follow``: a grant is consumed once Nova has set its instance's host,
+withdrawn once Nova gives the instance up; also every
+``consume_interval`` seconds on a loop of its own) and reconcile the
+claims with Nova's records (``reconcile``).
 """
 
 from oslo_log import log as logging
@@ -127,8 +129,8 @@ class _Periodic(periodic_task.PeriodicTasks):
         self._driver.sync_hosts(context)
 
     @periodic_task.periodic_task(spacing=60, run_immediately=True)
-    def withdraw_stale_grants(self, context):
-        self._driver.withdraw_stale_grants(context)
+    def follow_grants(self, context):
+        self._driver.follow_grants(context)
 
     @periodic_task.periodic_task(spacing=60, run_immediately=True)
     def reconcile_claims(self, context):
@@ -155,6 +157,7 @@ class GrantSchedulerDriver:
             self._lazy.set(grant_scheduler)
         self._host_manager = None
         self._periodic = None
+        self._follower = None
         self._filter_scheduler = None
         self.USES_ALLOCATION_CANDIDATES = compat.claims_in_placement()
         self.registry = registry.NodeRegistry(
@@ -212,10 +215,30 @@ class GrantSchedulerDriver:
             self._periodic = _Periodic(self._lazy.conf, self)
         return self._periodic.run_periodic_tasks(context)
 
-    def withdraw_stale_grants(self, context):
-        """Withdraw the grants of instances Nova has given up."""
-        if compat.have_nova():
-            self._stale_grants().withdraw_all(context)
+    def follow_grants(self, context=None):
+        """Follow the live grants to their instances in Nova's records:
+        consume those being built, withdraw those Nova gave up; and keep
+        the loop that does so every ``consume_interval`` running."""
+        if not compat.have_nova():
+            return None
+        self._follower_loop().ensure_started()
+        return self._grant_follower().run(context)
+
+    def _follower_loop(self):
+        if self._follower is None:
+            from grant_scheduler.nova import follow
+
+            self._follower = follow.Follower(
+                self,
+                lambda driver: driver._grant_follower().run(),
+                self._lazy.conf.grant_scheduler.consume_interval,
+            )
+        return self._follower
+
+    def stop(self):
+        """Stop this process's loop (tests; Nova never calls it)."""
+        if self._follower is not None:
+            self._follower.stop()
 
     def reconcile_claims(self, context):
         """Make the claims what Nova's records say each node runs."""
@@ -224,10 +247,10 @@ class GrantSchedulerDriver:
 
             reconcile.Reconciler(self._lazy.get).run()
 
-    def _stale_grants(self):
-        from grant_scheduler.nova import stale_grants
+    def _grant_follower(self):
+        from grant_scheduler.nova import follow
 
-        return stale_grants.StaleGrants(self._lazy.get)
+        return follow.GrantFollower(self._lazy.get)
 
     @property
     def filter_scheduler(self):
@@ -238,7 +261,7 @@ class GrantSchedulerDriver:
 
             self._filter_scheduler = placement.GrantingFilterScheduler(
                 self.host_manager,
-                placement.NodeGrants(self._lazy.get, self._stale_grants()),
+                placement.NodeGrants(self._lazy.get, self._grant_follower()),
                 self.registry,
             )
         return self._filter_scheduler

@@ -25,8 +25,8 @@ grants it (``GrantingPlacementClient.claim_resources``).
   either (``request_is_rebuild``).
 * A grant held by an instance that Nova has deleted, or set to ERROR
   without a host (the conductor's quota recheck, a failed build request),
-  is withdrawn as soon as it stands in the way
-  (``stale_grants.StaleGrants``), not after ``grant_ttl``.
+  is withdrawn as soon as it stands in the way (``follow.GrantFollower``),
+  not after ``grant_ttl``.
 
 Only imported when Nova 17-22 is.
 """
@@ -117,13 +117,13 @@ class GrantingPlacementClient:
 class NodeGrants:
     """Grants on the node Nova's FilterScheduler chose, for one process."""
 
-    def __init__(self, grant_scheduler, stale_grants):
+    def __init__(self, grant_scheduler, follower):
         """
         :param grant_scheduler: ``f()`` giving the ``GrantScheduler``.
-        :param stale_grants: ``stale_grants.StaleGrants``.
+        :param follower: ``follow.GrantFollower``.
         """
         self._gs = grant_scheduler
-        self._stale = stale_grants
+        self._follower = follower
         self._by_uuid = {}
 
     def known(self):
@@ -152,8 +152,9 @@ class NodeGrants:
         if self._try(context, instance_uuid, node, amount):
             return True
         # NOTE(grants): placement offered this node, the books did not:
-        # a grant of an instance Nova has already given up may hold it.
-        if self._stale.withdraw_on(context, node.host, node.node):
+        # a grant of an instance Nova has already given up, or built
+        # elsewhere, may hold it.
+        if self._follower.on_node(context, node.host, node.node):
             return self._try(context, instance_uuid, node, amount)
         return False
 

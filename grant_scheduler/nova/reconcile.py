@@ -37,7 +37,6 @@ from oslo_log import log as logging
 
 from grant_scheduler import api
 from grant_scheduler.nova import claims as nova_claims
-from grant_scheduler.nova import compat
 
 LOG = logging.getLogger(__name__)
 
@@ -135,18 +134,7 @@ class NovaRecords:
                 expected_attrs=_FLAVORS,
             ):
                 by_uuid[instance.uuid] = instance
-        bdms = objects.BlockDeviceMappingList.bdms_by_instance_uuid(
-            context, sorted(by_uuid)
-        )
-        # NOTE: an instance without mappings gets an empty list, which Nova
-        # reads as "no root volume" rather than querying it again.
-        none = objects.BlockDeviceMappingList(objects=[])
-
-        def amount(instance, flavor):
-            is_bfv = nova_claims.is_volume_backed(
-                context, instance, bdms.get(instance.uuid) or none
-            )
-            return compat.flavor_resources(flavor, is_bfv=is_bfv)
+        amounts = nova_claims.Amounts(context, by_uuid)
 
         def add(host, node, consumer, resources):
             if host and node:
@@ -159,7 +147,7 @@ class NovaRecords:
                     instance.host,
                     instance.node,
                     instance.uuid,
-                    amount(instance, instance),
+                    amounts.of(instance),
                 )
                 continue
             old = instance.old_flavor or instance.flavor
@@ -168,13 +156,13 @@ class NovaRecords:
                 migration.source_compute,
                 migration.source_node,
                 migration.uuid,
-                amount(instance, old),
+                amounts.of(instance, old),
             )
             add(
                 migration.dest_compute,
                 migration.dest_node,
                 instance.uuid,
-                amount(instance, new),
+                amounts.of(instance, new),
             )
 
 

@@ -273,7 +273,7 @@ class TestPeriodicTasks(base.TestCase):
             {
                 "reap_grants",
                 "sync_hosts",
-                "withdraw_stale_grants",
+                "follow_grants",
                 "reconcile_claims",
             },
             names,

@@ -7,11 +7,15 @@ placement's usage, which Nova keeps for every instance): the claims per
 node are the flavours Nova runs there.
 """
 
+import time
 from unittest import mock
 
 from nova import context as nova_context
+from nova import exception as nova_exception
 
+from grant_scheduler import api
 from tests.nova22.in_nova import base
+from tests.nova22.in_nova import citizen
 
 BIGGER = {"vcpu": 2, "memory_mb": 1024, "disk": 10, "ephemeral": 0}
 
@@ -20,6 +24,24 @@ class BooksTestBase(base.GrantsTestBase):
     def reconcile(self):
         """What every scheduler's periodic task does."""
         self.driver.reconcile_claims(nova_context.get_admin_context())
+
+    def start_periodic_tasks(self):
+        """What Nova's service does at start ([DEFAULT] periodic_enable,
+        which Nova's test framework turns off): the scheduler manager's
+        periodic tasks, the driver's among them, which start its loop
+        following live grants."""
+        self.scheduler.manager.periodic_tasks(nova_context.get_admin_context())
+        self.addCleanup(self.driver.stop)
+
+    def wait_until(self, condition, timeout=60):
+        """Seconds until ``condition()`` held (green sleeps, so Nova's
+        services and the driver's loop run meanwhile)."""
+        start = time.monotonic()
+        while not condition():
+            if time.monotonic() - start > timeout:
+                self.fail("still not true after %s s" % timeout)
+            time.sleep(0.1)
+        return time.monotonic() - start
 
     def claimed(self, host):
         return {c.instance_uuid: c.resources for c in self.gs.claims(host)}
@@ -214,4 +236,163 @@ class TestGrantConsumedBeforeTheSpawnEnds(BooksTestBase):
         self.assertEqual({"won"}, seen["before"])
         self.assertEqual({"consumed"}, seen["during"])
         self.assertTrue(seen["claimed"])
+        self.assert_books_agree()
+
+
+class TestGrantConsumedWhenTheBuildStarts(BooksTestBase):
+    """The driver's loop (``consume_interval``, 2 s) consumes a grant
+    once Nova has set its instance's host, whatever the spawn takes."""
+
+    HOSTS = ("host1",)
+
+    def test_a_spawn_longer_than_the_grant_ttl_keeps_its_room(self):
+        self.start_periodic_tasks()
+        interval = self.gs_settings_consume_interval()
+        select = self.driver.select_destinations
+        answered = []
+
+        def timed_select(*args, **kwargs):
+            answer = select(*args, **kwargs)
+            answered.append(time.monotonic())
+            return answer
+
+        self.driver.select_destinations = timed_select
+        self.addCleanup(setattr, self.driver, "select_destinations", select)
+        seen = {}
+        spawn = base.DiskFakeDriver.spawn
+
+        def long_spawn(driver, context, instance, *args, **kwargs):
+            # The resource tracker has claimed (and saved the host) just
+            # before the spawn: from here the build can take any time.
+            seen["after_claim"] = self.wait_until(
+                lambda: instance.uuid in self.claimed("host1")
+            )
+            seen["after_answer"] = time.monotonic() - answered[-1]
+            # The spawn outlives the grant's TTL: nothing of it is left to
+            # expire.
+            seen["reaped"] = self.expire_and_reap()
+            self.gs.database.clock_offset = 0
+            return spawn(driver, context, instance, *args, **kwargs)
+
+        with mock.patch.object(base.DiskFakeDriver, "spawn", long_spawn):
+            self.boot()
+        # Measured from the resource tracker's claim, then from the
+        # answer; the loop runs every consume_interval seconds.
+        self.assertLess(seen["after_claim"], interval + 2)
+        self.assertLess(seen["after_answer"], interval + 5)
+        self.assertEqual(0, seen["reaped"]["expired"])
+        # Its room stayed taken: one more fits, then none.
+        self.boot()
+        failed = self.boot(expected_state="ERROR")
+        self.assertIn("No valid host", failed["fault"]["message"])
+        self.assertEqual([], self.live_grants())
+        self.assert_books_agree()
+
+    def test_the_loop_runs_once_per_process_and_zero_turns_it_off(self):
+        from grant_scheduler.nova import follow
+
+        passes = []
+
+        class Owner:
+            pass
+
+        owner = Owner()
+        loop = follow.Follower(owner, passes.append, 0.1)
+        loop.ensure_started()
+        loop.ensure_started()
+        self.wait_until(lambda: len(passes) >= 3, timeout=5)
+        self.assertEqual({owner}, set(passes))
+        loop.stop()
+        stopped_at = len(passes)
+        time.sleep(0.3)
+        self.assertEqual(stopped_at, len(passes))
+        # It stops by itself once its owner is gone.
+        loop = follow.Follower(Owner(), passes.append, 0.1)
+        loop.ensure_started()
+        time.sleep(0.3)
+        self.assertEqual(stopped_at, len(passes))
+        off = follow.Follower(owner, passes.append, 0)
+        off.ensure_started()
+        self.assertFalse(off.running)
+
+    def gs_settings_consume_interval(self):
+        interval = self.driver._lazy.conf.grant_scheduler.consume_interval
+        self.assertEqual(2.0, interval)  # the product's default
+        return interval
+
+
+class TestRescheduleToAnAlternate(BooksTestBase):
+    """A build that fails on its first host goes to an alternate, which
+    holds no grant.  Placement protects the alternate's capacity (the
+    conductor claims there, against every grant's allocation); the
+    driver's loop counts the instance where it builds and withdraws the
+    first host's grant, so that room comes back in seconds."""
+
+    def test_the_first_hosts_grant_comes_back(self):
+        self.start_periodic_tasks()
+        spawn = base.DiskFakeDriver.spawn
+        failed = []
+        seen = {}
+
+        def fails_once(driver, context, instance, *args, **kwargs):
+            if not failed:
+                failed.append(instance.host)
+                raise nova_exception.ComputeResourcesUnavailable(
+                    reason="the hypervisor failed this build"
+                )
+            # On the alternate, before its spawn: counted here, and the
+            # first host's grant gone.
+            seen["after_claim"] = self.wait_until(
+                lambda: (
+                    not self.live_grants()
+                    and instance.uuid in self.claimed(instance.host)
+                )
+            )
+            return spawn(driver, context, instance, *args, **kwargs)
+
+        with mock.patch.object(base.DiskFakeDriver, "spawn", fails_once):
+            server = self.boot()
+        [first] = failed
+        alternate = server["OS-EXT-SRV-ATTR:host"]
+        self.assertNotEqual(first, alternate)
+        self.assertLess(seen["after_claim"], 4)
+        # The first host's room is back: the cloud fills as stock Nova's
+        # would, with no NoValidHost while a host has room.
+        others = [self.boot() for _ in range(base.SLOTS_PER_HOST * 2 - 1)]
+        self.assertEqual(
+            sorted(self.HOSTS * base.SLOTS_PER_HOST),
+            sorted(s["OS-EXT-SRV-ATTR:host"] for s in [server] + others),
+        )
+        self.assertEqual([], self.placement_over_capacity())
+        self.reconcile()
+        self.assert_books_agree()
+
+
+class TestRebuildAndFailedRelease(BooksTestBase):
+    def test_rebuild_keeps_the_books(self):
+        server = self.boot()
+        host = server["OS-EXT-SRV-ATTR:host"]
+        before = self.claimed(host)
+        server = self._rebuild_server(server, citizen.OTHER_IMAGE)
+        self.assertEqual(host, server["OS-EXT-SRV-ATTR:host"])
+        self.assertEqual(before, self.claimed(host))
+        self.reconcile()
+        self.assertEqual(before, self.claimed(host))
+        self.assert_books_agree()
+
+    def test_a_release_that_failed_once(self):
+        server = self.boot()
+        host = server["OS-EXT-SRV-ATTR:host"]
+        with mock.patch.object(
+            type(self.gs),
+            "release",
+            side_effect=api.DatabaseUnavailable(
+                url="mysql://", reason="the database blinked"
+            ),
+        ):
+            self._delete_server(server)
+        # The release was lost with the blip; the books still hold it.
+        self.assertIn(server["id"], self.claimed(host))
+        self.reconcile()
+        self.assertEqual({}, self.claimed(host))
         self.assert_books_agree()

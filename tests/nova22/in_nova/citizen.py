@@ -168,6 +168,7 @@ class TestGivenUpGrants(base.GrantsTestBase):
         [grant] = self.live_grants()
         self.assertEqual(failed["id"], grant.instance_uuid)
         # Nova's scheduler manager runs the driver's periodic tasks.
+        self.addCleanup(self.driver.stop)
         self.driver.run_periodic_tasks(nova_context.get_admin_context())
         self.assertEqual([], self.live_grants())
 

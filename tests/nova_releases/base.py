@@ -1,0 +1,317 @@
+"""A release's own functional framework with grant_scheduler as its driver.
+
+``nova.tests.functional.integrated_helpers.ProviderUsageBaseTestCase``
+(the same in Nova 18 to 21) starts that release's real API (through
+wsgi-intercept), conductor and scheduler in one process, with its
+placement fixture, the Neutron fixture and ``CastAsCall``; the computes are
+its own ``ComputeManager`` services.  Here ``[scheduler] driver =
+grant_scheduler`` (loaded by the release's SchedulerManager through
+stevedore, from the installed wheel's entry point), its database a
+throw-away MariaDB database, and each compute a fake virt driver with a
+small, exact capacity.  The wheel's ``nova.hooks`` entry points are
+installed too, so every build runs through the build hook as on a compute
+host with grant_scheduler installed.  Every protocol option keeps its
+default.
+"""
+
+import sys
+import types
+import uuid
+
+import eventlet
+from nova import conf as nova_conf
+from nova import context as nova_context
+from nova import objects
+from nova.tests.functional import integrated_helpers
+from nova.virt import fake as fake_virt
+
+from grant_scheduler import api
+from grant_scheduler import conf as gs_conf
+from grant_scheduler.nova import compat
+from grant_scheduler.nova import hooks as gs_hooks
+from tests import base as gs_base
+
+CONF = nova_conf.CONF
+RELEASE = compat.release()
+
+# Nova loads "nova.virt." + compute_driver.
+TEST_DRIVERS = "grant_scheduler_release_test_drivers"
+# nova.tests.unit.image.fake's first image, in every release.
+IMAGE = "155d900f-4e14-4e4c-a73d-069cbf4541e6"
+
+
+class DiskFakeDriver(fake_virt.FakeDriver):
+    """Nova's fake driver with a small capacity and real free disk.
+
+    The fake driver reports ``disk_available_least = 0``, which Nova takes
+    as free disk.  Two ``FLAVOR``-sized servers fill a host exactly (with
+    Nova's default ``reserved_host_memory_mb`` of 512).  ``spawned``
+    records, per instance, what grant_scheduler's books held for it when
+    the spawn began.
+    """
+
+    vcpus = 2
+    memory_mb = 2048 + 512
+    local_gb = 20
+    at_spawn = None  # f(instance) called first thing in spawn (tests)
+
+    def get_available_resource(self, nodename):
+        resources = super().get_available_resource(nodename)
+        if resources:
+            resources["disk_available_least"] = (
+                resources["local_gb"] - resources["local_gb_used"]
+            )
+        return resources
+
+    def spawn(self, context, instance, *args, **kwargs):
+        if DiskFakeDriver.at_spawn is not None:
+            DiskFakeDriver.at_spawn(instance)
+        return super().spawn(context, instance, *args, **kwargs)
+
+
+FLAVOR = {"vcpu": 1, "memory_mb": 1024, "disk": 10, "ephemeral": 0}
+SLOTS_PER_HOST = 2
+
+_module = types.ModuleType("nova.virt." + TEST_DRIVERS)
+_module.DiskFakeDriver = DiskFakeDriver
+sys.modules[_module.__name__] = _module
+
+
+class GrantsTestBase(integrated_helpers.ProviderUsageBaseTestCase):
+    """The release's services with the grant_scheduler driver and N
+    computes."""
+
+    HOSTS = ("host1", "host2")
+    compute_driver = TEST_DRIVERS + ".DiskFakeDriver"
+    microversion = "latest"
+
+    def setUp(self):
+        gs_conf.register_opts(CONF)
+        self.flags(driver="grant_scheduler", group="scheduler")
+        self.gs_db = gs_base.DatabaseFixture("mysql")
+        self.gs_db.setUp()
+        self.addCleanup(self.gs_db.cleanUp)
+        self.flags(
+            connection=self.gs_db.url, group="grant_scheduler_database"
+        )
+        # The hooks build their GrantScheduler from CONF on first use.
+        gs_hooks.use(None)
+        self.addCleanup(gs_hooks.use, None)
+        DiskFakeDriver.at_spawn = None
+        self.addCleanup(setattr, DiskFakeDriver, "at_spawn", None)
+        super().setUp()
+        self.scheduler = self.scheduler_service
+        self.addCleanup(self.driver.stop)
+        self.computes = getattr(self, "computes", {})
+        for host in self.HOSTS:
+            self._start_compute(host)
+        self.flavor_id = self.create_flavor(**FLAVOR)
+
+    def create_flavor(self, vcpu, memory_mb, disk, ephemeral):
+        flavor_id = str(uuid.uuid4())
+        self.admin_api.post_flavor(
+            {
+                "flavor": {
+                    "name": "gs-" + flavor_id[:8],
+                    "id": flavor_id,
+                    "ram": memory_mb,
+                    "vcpus": vcpu,
+                    "disk": disk,
+                    "OS-FLV-EXT-DATA:ephemeral": ephemeral,
+                }
+            }
+        )
+        return flavor_id
+
+    @property
+    def driver(self):
+        return self.scheduler.manager.driver
+
+    @property
+    def gs(self):
+        """The scheduler driver's own GrantScheduler."""
+        return self.driver.grant_scheduler
+
+    # -- servers ----------------------------------------------------------
+
+    def post_server(self, **extra):
+        body = {
+            "name": "gs-" + uuid.uuid4().hex[:8],
+            "imageRef": IMAGE,
+            "flavorRef": self.flavor_id,
+            "networks": "none",
+        }
+        body.update(extra)
+        return self.api.post_server({"server": body})
+
+    def wait_for(self, server, states, tries=60):
+        """``server`` once its status is one of ``states`` (and its task
+        state is None), else fail."""
+        states = (states,) if isinstance(states, str) else states
+        for _ in range(tries):
+            found = self.api.get_server(server["id"])
+            if (
+                found["status"] in states
+                and found.get("OS-EXT-STS:task_state") is None
+            ):
+                return found
+            eventlet.sleep(0.25)
+        self.fail("server %s did not reach %s: %s" % (server["id"], states, found))
+
+    def boot(self, expected_state="ACTIVE", **extra):
+        return self.wait_for(self.post_server(**extra), expected_state)
+
+    def delete(self, server):
+        self.api.delete_server(server["id"])
+        for _ in range(60):
+            if server["id"] not in [s["id"] for s in self.api.get_servers()]:
+                return
+            eventlet.sleep(0.25)
+        self.fail("server %s was not deleted" % server["id"])
+
+    def wait_for_all(self, status, count):
+        for _ in range(80):
+            servers = self.api.get_servers()
+            if len(servers) == count and all(
+                s["status"] == status for s in servers
+            ):
+                return servers
+            eventlet.sleep(0.25)
+        self.fail("servers did not reach %s: %s" % (status, servers))
+
+    # -- grant_scheduler's books ------------------------------------------
+
+    def usage(self):
+        """``{host: used Resources}`` in grant_scheduler's books."""
+        return {r.state.host: r.state.used for r in self.gs.hosts()}
+
+    def live_grants(self):
+        return [g for g in self.gs.grants() if g.state == "won"]
+
+    def flavor_resources(self, count=1):
+        return api.Resources(
+            FLAVOR["vcpu"] * count,
+            FLAVOR["memory_mb"] * count,
+            FLAVOR["disk"] * count,
+        )
+
+    def over_limit(self):
+        """Hosts over their limit in grant_scheduler's books (I1)."""
+        return [
+            r.state.host
+            for r in self.gs.hosts()
+            if not (r.state.used + r.state.granted).fits_within(r.state.limit)
+        ]
+
+    def expire_and_reap(self):
+        """Move the database clock past every grant's TTL and reap."""
+        self.gs.database.clock_offset = self.gs.settings.grant_ttl + 1
+        self.addCleanup(setattr, self.gs.database, "clock_offset", 0)
+        return self.gs.reap()
+
+    def fill(self, host, node):
+        """Claim all the room left on ``host``/``node`` for strangers."""
+        while True:
+            [report] = [
+                r
+                for r in self.gs.hosts()
+                if (r.state.host, r.state.node) == (host, node)
+            ]
+            free, total = report.state.free, report.state.capacity.total
+            each = api.Resources(
+                min(free.vcpus, total.vcpus),
+                min(free.memory_mb, total.memory_mb),
+                min(free.disk_gb, total.disk_gb),
+            )
+            if min(each.vcpus, each.memory_mb, each.disk_gb) < 1:
+                return
+            self.gs.claim(str(uuid.uuid4()), host, node, each)
+
+    def steal_after_scheduling(self):
+        """After the driver answers, take the chosen host's room away: the
+        grant expires and is reaped, then strangers claim all the room;
+        the build reaching that host finds no grant and no room."""
+        select = self.driver.select_destinations
+        stolen = []
+
+        def select_then_steal(*args, **kwargs):
+            answer = select(*args, **kwargs)
+            for selections in answer:
+                chosen = selections[0]
+                self.expire_and_reap()
+                self.gs.database.clock_offset = 0
+                self.fill(chosen.service_host, chosen.nodename)
+                stolen.append(chosen.service_host)
+            return answer
+
+        self.driver.select_destinations = select_then_steal
+        self.addCleanup(setattr, self.driver, "select_destinations", select)
+        return stolen
+
+    # -- Nova's own records -----------------------------------------------
+
+    def nova_over_capacity(self):
+        """Compute nodes whose usage in Nova's own records (the resource
+        tracker's compute node rows, refreshed by its periodic task)
+        exceeds ``total x allocation ratio`` (RAM and disk after the
+        reserved part, which the tracker counts as used)."""
+        self._run_periodics()
+        ctxt = nova_context.get_admin_context()
+        over = []
+        for cell in objects.CellMappingList.get_all(ctxt):
+            if cell.uuid == objects.CellMapping.CELL0_UUID:
+                continue
+            with nova_context.target_cell(ctxt, cell) as cctxt:
+                for node in objects.ComputeNodeList.get_all(cctxt):
+                    checks = (
+                        ("vcpus", node.vcpus_used, node.vcpus, node.cpu_allocation_ratio),
+                        ("memory_mb", node.memory_mb_used, node.memory_mb, node.ram_allocation_ratio),
+                        ("local_gb", node.local_gb_used, node.local_gb, node.disk_allocation_ratio),
+                    )
+                    for name, used, total, ratio in checks:
+                        if used > total * (ratio or 1.0):
+                            over.append((node.hypervisor_hostname, name, used, total))
+        return over
+
+    def _run_periodics(self):
+        ctxt = nova_context.get_admin_context()
+        for compute in self.computes.values():
+            compute.manager.update_available_resource(ctxt)
+
+    def placement_provider(self, host):
+        [provider] = self.placement_api.get(
+            "/resource_providers?name=%s" % host
+        ).body["resource_providers"]
+        return provider["uuid"]
+
+    def placement_usage(self, host):
+        """``(VCPU, MEMORY_MB, DISK_GB)`` placement records on ``host``."""
+        usages = self.placement_api.get(
+            "/resource_providers/%s/usages" % self.placement_provider(host)
+        ).body["usages"]
+        return (usages["VCPU"], usages["MEMORY_MB"], usages["DISK_GB"])
+
+    def placement_over_capacity(self):
+        over = []
+        for host in self.HOSTS:
+            provider = self.placement_provider(host)
+            inventories = self.placement_api.get(
+                "/resource_providers/%s/inventories" % provider
+            ).body["inventories"]
+            usages = self.placement_api.get(
+                "/resource_providers/%s/usages" % provider
+            ).body["usages"]
+            for name, inventory in inventories.items():
+                capacity = (inventory["total"] - inventory["reserved"]) * (
+                    inventory["allocation_ratio"]
+                )
+                if usages.get(name, 0) > capacity:
+                    over.append((host, name))
+        return over
+
+    def active_on(self, host):
+        return [
+            s
+            for s in self.api.get_servers()
+            if s["status"] == "ACTIVE" and s["OS-EXT-SRV-ATTR:host"] == host
+        ]
