@@ -91,9 +91,7 @@ class GrantsTestBase(integrated_helpers.ProviderUsageBaseTestCase):
         self.gs_db = gs_base.DatabaseFixture("mysql")
         self.gs_db.setUp()
         self.addCleanup(self.gs_db.cleanUp)
-        self.flags(
-            connection=self.gs_db.url, group="grant_scheduler_database"
-        )
+        self.flags(connection=self.gs_db.url, group="grant_scheduler_database")
         # The hooks build their GrantScheduler from CONF on first use.
         gs_hooks.use(None)
         self.addCleanup(gs_hooks.use, None)
@@ -156,7 +154,9 @@ class GrantsTestBase(integrated_helpers.ProviderUsageBaseTestCase):
             ):
                 return found
             eventlet.sleep(0.25)
-        self.fail("server %s did not reach %s: %s" % (server["id"], states, found))
+        self.fail(
+            "server %s did not reach %s: %s" % (server["id"], states, found)
+        )
 
     def boot(self, expected_state="ACTIVE", **extra):
         return self.wait_for(self.post_server(**extra), expected_state)
@@ -264,13 +264,30 @@ class GrantsTestBase(integrated_helpers.ProviderUsageBaseTestCase):
             with nova_context.target_cell(ctxt, cell) as cctxt:
                 for node in objects.ComputeNodeList.get_all(cctxt):
                     checks = (
-                        ("vcpus", node.vcpus_used, node.vcpus, node.cpu_allocation_ratio),
-                        ("memory_mb", node.memory_mb_used, node.memory_mb, node.ram_allocation_ratio),
-                        ("local_gb", node.local_gb_used, node.local_gb, node.disk_allocation_ratio),
+                        (
+                            "vcpus",
+                            node.vcpus_used,
+                            node.vcpus,
+                            node.cpu_allocation_ratio,
+                        ),
+                        (
+                            "memory_mb",
+                            node.memory_mb_used,
+                            node.memory_mb,
+                            node.ram_allocation_ratio,
+                        ),
+                        (
+                            "local_gb",
+                            node.local_gb_used,
+                            node.local_gb,
+                            node.disk_allocation_ratio,
+                        ),
                     )
                     for name, used, total, ratio in checks:
                         if used > total * (ratio or 1.0):
-                            over.append((node.hypervisor_hostname, name, used, total))
+                            over.append(
+                                (node.hypervisor_hostname, name, used, total)
+                            )
         return over
 
     def _run_periodics(self):

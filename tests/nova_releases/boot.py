@@ -73,7 +73,9 @@ class TestMultiCreate(base.GrantsTestBase):
 
     def wait_for_all_with(self, status, count):
         for _ in range(80):
-            found = [s for s in self.api.get_servers() if s["status"] == status]
+            found = [
+                s for s in self.api.get_servers() if s["status"] == status
+            ]
             if len(found) == count:
                 return found
             eventlet.sleep(0.25)

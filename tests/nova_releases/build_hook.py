@@ -25,9 +25,9 @@ class TestBuildHook(base.GrantsTestBase):
 
     def test_the_release_registers_and_finds_the_hooks(self):
         method = compute_manager.ComputeManager._do_build_and_run_instance
-        self.assertEqual("build_instance", method.__wrapped__.__hook_name__)
+        self.assertEqual("build_instance", method.__hook_name__)
         delete = compute_manager.ComputeManager._delete_instance
-        self.assertEqual("delete_instance", delete.__wrapped__.__hook_name__)
+        self.assertEqual("delete_instance", delete.__hook_name__)
         for name, cls in (
             ("build_instance", hooks.BuildInstanceHook),
             ("delete_instance", hooks.DeleteInstanceHook),
@@ -41,12 +41,8 @@ class TestBuildHook(base.GrantsTestBase):
         at_spawn = {}
 
         def record(instance):
-            at_spawn["claims"] = [
-                c.instance_uuid for c in self.gs.claims()
-            ]
-            at_spawn["grants"] = [
-                g.instance_uuid for g in self.live_grants()
-            ]
+            at_spawn["claims"] = [c.instance_uuid for c in self.gs.claims()]
+            at_spawn["grants"] = [g.instance_uuid for g in self.live_grants()]
             at_spawn["uuid"] = instance.uuid
 
         base.DiskFakeDriver.at_spawn = staticmethod(record)

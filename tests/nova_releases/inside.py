@@ -47,7 +47,8 @@ def check_release():
         for module in (nova, grant_scheduler):
             if not module.__file__.startswith(venv + "/"):
                 problems.append(
-                    "%s from %s, not %s" % (module.__name__, module.__file__, venv)
+                    "%s from %s, not %s"
+                    % (module.__name__, module.__file__, venv)
                 )
     if problems:
         sys.exit("wrong environment: " + "; ".join(problems))

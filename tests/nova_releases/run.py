@@ -56,7 +56,10 @@ def main(argv):
             )
             output, code = done.stdout, done.returncode
         except subprocess.TimeoutExpired as exc:
-            output, code = (exc.stdout or b"").decode(errors="replace"), "timeout"
+            output, code = (
+                (exc.stdout or b"").decode(errors="replace"),
+                "timeout",
+            )
         outcome = "ok" if code == 0 else "FAILED (%s)" % code
         print(
             "[nova %s] %s.%s: %s in %.0f s"
