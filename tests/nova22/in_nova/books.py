@@ -214,6 +214,25 @@ class TestRestartsAndReschedules(BooksTestBase):
         self.reconcile()
         self.assert_books_agree()
 
+    def test_a_delete_while_every_scheduler_is_down(self):
+        servers = [self.boot() for _ in range(base.SLOTS_PER_HOST * 2)]
+        # No scheduler listens: the compute's fan-out cast of the delete is
+        # dropped (Nova's test transport would wait for an answer instead).
+        with mock.patch.object(
+            self.driver.host_manager, "delete_instance_info"
+        ):
+            self._delete_server(servers[0])
+        self.scheduler.stop()
+        host = servers[0]["OS-EXT-SRV-ATTR:host"]
+        self.scheduler = self.start_service("scheduler")
+        # The new scheduler's periodic tasks find the room.
+        self.assertIn(servers[0]["id"], self.claimed(host))
+        self.scheduler.manager.periodic_tasks(nova_context.get_admin_context())
+        self.addCleanup(self.driver.stop)
+        self.assertNotIn(servers[0]["id"], self.claimed(host))
+        self.assertEqual(host, self.boot()["OS-EXT-SRV-ATTR:host"])
+        self.assert_books_agree()
+
 
 class TestGrantConsumedBeforeTheSpawnEnds(BooksTestBase):
     HOSTS = ("host1",)
