@@ -88,6 +88,10 @@ class GrantsTestBase(integrated_helpers.ProviderUsageBaseTestCase):
     def setUp(self):
         gs_conf.register_opts(CONF)
         self.flags(driver="grant_scheduler", group="scheduler")
+        # Servers in ERROR count against the project's quota (10 instances
+        # by default), and the conductor's recheck after scheduling would
+        # refuse builds the concurrent test expects.
+        self.flags(instances=-1, cores=-1, ram=-1, group="quota")
         self.gs_db = gs_base.DatabaseFixture("mysql")
         self.gs_db.setUp()
         self.addCleanup(self.gs_db.cleanUp)
@@ -168,6 +172,17 @@ class GrantsTestBase(integrated_helpers.ProviderUsageBaseTestCase):
                 return
             eventlet.sleep(0.25)
         self.fail("server %s was not deleted" % server["id"])
+
+    def eventually(self, expected, read, tries=40):
+        """Assert that ``read()`` comes to equal ``expected`` (what a
+        compute does after the API answered, such as the delete hook's
+        release, may take a moment)."""
+        for _ in range(tries):
+            found = read()
+            if found == expected:
+                return
+            eventlet.sleep(0.25)
+        self.assertEqual(expected, found)
 
     def wait_for_all(self, status, count):
         for _ in range(80):

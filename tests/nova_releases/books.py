@@ -66,3 +66,33 @@ class TestExistingInstances(base.GrantsTestBase):
         self.assertEqual({"host1": self.flavor_resources(2)}, self.usage())
         self.assertEqual([], self.nova_over_capacity())
         self.assertEqual([], self.over_limit())
+
+    def test_periodic_reconciliation_restores_the_books(self):
+        self.boot()
+        self.swap_database()
+        self.boot()
+        # What the release's SchedulerManager runs every
+        # periodic_task_interval: the driver's periodic tasks, among them
+        # the reconciliation with Nova's records.
+        self.scheduler.manager._run_periodic_tasks(
+            nova_context.get_admin_context()
+        )
+        self.assertEqual({"host1": self.flavor_resources(2)}, self.usage())
+        self.assertEqual([], self.gs.check())
+        self.boot(expected_state="ERROR")
+        self.assertEqual(base.SLOTS_PER_HOST, len(self.active_on("host1")))
+        self.assertEqual([], self.nova_over_capacity())
+
+    def test_a_restarted_scheduler_claims_what_the_node_runs(self):
+        # A scheduler process that starts with the node's servers already
+        # running (nothing remembered) reads them from the node's cell
+        # when it registers the node (on 18 through the host mapping, as
+        # its HostManager has no _get_cell_mapping_for_host).
+        self.boot()
+        self.swap_database()
+        self.driver.host_manager.instance_claims._claimed.clear()
+        self.boot()
+        self.assertEqual({"host1": self.flavor_resources(2)}, self.usage())
+        self.boot(expected_state="ERROR")
+        self.assertEqual([], self.gs.check())
+        self.assertEqual([], self.nova_over_capacity())

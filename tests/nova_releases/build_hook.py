@@ -78,7 +78,7 @@ class TestBuildHook(base.GrantsTestBase):
             )
         )
         self.delete(server)
-        self.assertEqual([True], released)
+        self.eventually([True], lambda: released)
         self.assertEqual(self.flavor_resources(0), self.usage()[host])
         self.assertEqual([], self.gs.claims())
         self.assertEqual([], self.gs.check())

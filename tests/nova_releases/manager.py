@@ -72,8 +72,14 @@ class TestSchedulerManager(base.GrantsTestBase):
         instance_uuid = str(uuid.uuid4())
         spec.instance_uuid = instance_uuid
         spec.num_instances = 1
+        # The consumer placement records the allocation under.
+        ctxt = nova_context.RequestContext(
+            user_id=spec.user_id or "fake-user",
+            project_id=spec.project_id or "fake-project",
+            is_admin=True,
+        )
         answer = self.scheduler.manager.select_destinations(
-            nova_context.get_admin_context(),
+            ctxt,
             spec_obj=spec,
             instance_uuids=[instance_uuid],
         )
