@@ -1,0 +1,81 @@
+"""Several Nova 22 scheduler processes with the grant_scheduler driver,
+against Debian's placement service on MariaDB, fill a cloud at once.
+
+``cloud.Cloud``: Nova's databases made by nova-manage with a record per
+node, placement with a provider per node (two worker processes),
+grant_scheduler's database on MariaDB; eight scheduler processes, each
+Nova's own SchedulerManager with ``[scheduler] driver = grant_scheduler``
+and every option at its default, ask for more boots than the cloud
+holds, all at once.  Placement's own records are the judge, beside the
+books.
+"""
+
+import unittest
+
+import fixtures
+
+from grant_scheduler import api
+from grant_scheduler.bench import placement_api
+from tests import base as gs_base
+from tests.nova22 import cloud
+
+NODES = 20
+NODE = {
+    "vcpus": 2,
+    "memory_mb": 2048 + 512,
+    "local_gb": 20,
+    "reserved_mb": 512,
+}
+FLAVOR = {"vcpus": 1, "memory_mb": 1024, "root_gb": 10}
+SLOTS = 2 * NODES
+PROCESSES = 8
+EXTRA = 8
+
+
+class TestSchedulerProcessesWithPlacement(gs_base.TestCase):
+    def setUp(self):
+        super().setUp()
+        self.gs_db = self.useFixture(gs_base.DatabaseFixture("mysql"))
+        placement_db = self.useFixture(
+            gs_base.DatabaseFixture("mysql", migrate=False)
+        )
+        directory = self.useFixture(fixtures.TempDir()).path
+        self.cloud = cloud.Cloud(
+            directory, NODES, NODE, FLAVOR, self.gs_db.url, placement_db.url
+        )
+        self.cloud.start()
+        self.addCleanup(self.cloud.stop)
+
+    def test_the_last_slots_are_never_given_twice(self):
+        result = self.cloud.schedule("grants", PROCESSES, 1, SLOTS + EXTRA)
+        calls = result["calls"]
+        self.assertEqual([], [c for c in calls if "error" in c])
+        placed = [c for c in calls if "host" in c]
+        refused = [c for c in calls if c.get("nvh")]
+        # Every slot taken, and NoValidHost only once nothing fitted.
+        self.assertEqual(SLOTS, len(placed))
+        self.assertEqual(EXTRA, len(refused))
+        self.assertEqual([], [c["room"] for c in refused if c["room"]])
+        # Placement's records: no provider over its inventory, every node
+        # full, each as the answers said.
+        usage = self.cloud.placement_usage()
+        self.assertEqual(set(), placement_api.overcommitted_in(usage))
+        answered = {}
+        for call in placed:
+            answered[call["host"]] = answered.get(call["host"], 0) + 1
+        self.assertEqual(
+            {cloud.node_name(i): 2 for i in range(NODES)}, answered
+        )
+        # The books: each node's usage is placement's, nothing over.
+        gs = api.GrantScheduler.from_url(self.gs_db.url)
+        self.addCleanup(gs.database.dispose)
+        for report in gs.hosts():
+            self.assertEqual(
+                api.Resources(2, 2048, 20), report.state.used, report.state
+            )
+            self.assertEqual(api.Resources(), report.state.granted)
+        self.assertEqual([], gs.check())
+
+
+if __name__ == "__main__":
+    unittest.main()
