@@ -12,6 +12,10 @@
 #   tools/nova-releases.sh test [RELEASE...]     tests/nova_releases in
 #                                                each release, one after
 #                                                the other
+#   tools/nova-releases.sh own [RELEASE...]      the release's own functional
+#                                                tests of tests/nova_releases/
+#                                                own_tests.txt, with the stock
+#                                                scheduler and with ours
 #
 # RELEASE is 18, 19, 20 or 21; none means all four.  Run as root, after
 # "tools/nova22-root.sh build".
@@ -70,11 +74,14 @@ releases() {
 
 in_root() { bash "$ROOT_TOOL" run "$@"; }
 
+# What a venv is made of: its release and pins, the fixes, the steps that
+# build it, and the root's package set.
 stamp_of() {
     local r=$1
     {
         echo "nova==${NOVA[$r]} ${PINS[$r]}"
-        cat "$SRC/tools/nova_releases_fix.py" "$SRC/tools/nova-releases.sh"
+        cat "$SRC/tools/nova_releases_fix.py"
+        declare -f build_one check_nova
         cat "$ROOT/var/lib/grant-scheduler-nova22/packages.sha256"
     } | sha256sum | cut -d' ' -f1
 }
@@ -212,31 +219,55 @@ cmd_test() {
     return "$rc"
 }
 
-[ "$(id -u)" = 0 ] || die "run as root (chroot and mount need it)"
-command=${1:-}
-[ "$#" -eq 0 ] || shift
-mkdir -p "$(dirname "$ROOT")"
-exec 8>"$LOCK"
-case "$command" in
-    build)
-        flock 8
-        # shellcheck disable=SC2046
-        cmd_build $(releases "$@")
-        ;;
-    install)
-        flock 8
-        # shellcheck disable=SC2046
-        cmd_install $(releases "$@")
-        ;;
-    run)
-        flock --shared 8
-        [ "$#" -gt 0 ] || die "usage: $0 run RELEASE COMMAND [ARG...]"
-        cmd_run "$@"
-        ;;
-    test)
-        flock --shared 8
-        # shellcheck disable=SC2046
-        cmd_test $(releases "$@")
-        ;;
-    *) die "usage: $0 build|install|run|test [RELEASE...]" ;;
-esac
+cmd_own() {
+    local r start rc=0
+    for r in "$@"; do
+        start=$SECONDS
+        cmd_run "$r" python3 -W ignore -m tests.nova_releases.own_tests \
+            --workers 2 --out /src/.nova-own-tests \
+            --allowed tests/nova_releases/own_tests_allowed.txt \
+            @tests/nova_releases/own_tests.txt || rc=1
+        log "Nova $r own tests: $((SECONDS - start)) s"
+    done
+    return "$rc"
+}
+
+main() {
+    [ "$(id -u)" = 0 ] || die "run as root (chroot and mount need it)"
+    command=${1:-}
+    [ "$#" -eq 0 ] || shift
+    mkdir -p "$(dirname "$ROOT")"
+    exec 8>"$LOCK"
+    case "$command" in
+        build)
+            flock 8
+            # shellcheck disable=SC2046
+            cmd_build $(releases "$@")
+            ;;
+        install)
+            flock 8
+            # shellcheck disable=SC2046
+            cmd_install $(releases "$@")
+            ;;
+        run)
+            flock --shared 8
+            [ "$#" -gt 0 ] || die "usage: $0 run RELEASE COMMAND [ARG...]"
+            cmd_run "$@"
+            ;;
+        test)
+            flock --shared 8
+            # shellcheck disable=SC2046
+            cmd_test $(releases "$@")
+            ;;
+        own)
+            flock --shared 8
+            # shellcheck disable=SC2046
+            cmd_own $(releases "$@")
+            ;;
+        *) die "usage: $0 build|install|run|test|own [RELEASE...]" ;;
+    esac
+}
+
+# One line: bash reads a script as it runs it, and an edit of this file
+# must not change a run in progress.
+main "$@"; exit $?

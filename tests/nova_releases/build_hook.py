@@ -10,6 +10,8 @@ machinery.
 
 import eventlet
 import fixtures
+from eventlet import event
+from nova import context as nova_context
 from nova import hooks as nova_hooks
 from nova.compute import manager as compute_manager
 
@@ -114,3 +116,40 @@ class TestBuildHook(base.GrantsTestBase):
         )
         self.assertEqual([], self.over_limit())
         self.assertEqual([], self.gs.check())
+
+    def test_the_hook_waits_for_the_resource_tracker_lock(self):
+        # The tracker holds its lock (18-20 a plain lock, 21 a fair one)
+        # while it updates the node; the hook's claim must wait for it.
+        manager = self.computes["host1"].manager
+        tracker = getattr(manager, "rt", None) or (
+            manager._get_resource_tracker()
+        )
+        inside, release = event.Event(), event.Event()
+
+        class Stop(Exception):
+            pass
+
+        def held(*args, **kwargs):
+            inside.send()
+            release.wait()
+            raise Stop()
+
+        self.useFixture(
+            fixtures.MockPatchObject(tracker, "_init_compute_node", held)
+        )
+        ctxt = nova_context.get_admin_context()
+        holder = eventlet.spawn(tracker._update_available_resource, ctxt, {})
+        inside.wait()
+        taken = []
+
+        def claim():
+            with hooks.rt_lock():
+                taken.append(True)
+
+        waiter = eventlet.spawn(claim)
+        eventlet.sleep(0.5)
+        self.assertEqual([], taken)
+        release.send()
+        self.assertRaises(Stop, holder.wait)
+        waiter.wait()
+        self.assertEqual([True], taken)
