@@ -506,6 +506,25 @@ def schedule(spec, system, run, index, count, callers):
     admin = nova_context.get_admin_context()
     # Nova's service runs the manager's periodic tasks at start.
     manager.periodic_tasks(admin)
+    # Every compute tells every scheduler what it runs, at its start and
+    # every scheduler_instance_sync_interval; two syncs that agree and
+    # Nova's host manager uses what it was told instead of reading each
+    # host's instances for every request.  (It reads the instances of
+    # every host on a green thread of its own at start, which starts its
+    # record again: sync until every host is marked.)
+    host_manager = manager.driver.host_manager
+
+    def synced():
+        records = getattr(host_manager, "_instance_info", {})
+        return all(
+            records.get(node_name(n), {}).get("updated")
+            for n in range(spec["nodes"])
+        )
+
+    while not synced():
+        for number in range(spec["nodes"]):
+            manager.sync_instance_info(admin, node_name(number), [])
+        time.sleep(0.1)
     flavor = spec["flavor"]
     amount = api.Resources(
         flavor["vcpus"], flavor["memory_mb"], flavor["root_gb"]

@@ -1,0 +1,224 @@
+"""Boots through Nova 22's own scheduler: the stock FilterScheduler with
+placement against grant_scheduler, side by side in one run.
+
+Run in the Debian bullseye root (``tools/nova22-root.sh build`` and
+``install`` first)::
+
+    bash tools/nova22-run.sh python3 -W ignore tools/nova-path-bench.py \\
+        --nodes 100,1000 --callers 1,4
+
+For each size a cloud is built once (``tests/nova22/cloud.py``: Nova's
+databases made by nova-manage with a service and compute node record per
+node, Debian's placement with a provider per node, MariaDB for placement
+and grant_scheduler); then, for each number of callers and each system,
+``--processes`` scheduler processes (Nova's SchedulerManager, ``[scheduler]
+driver`` the system's) make ``--requests`` boots, ``--callers`` at a time
+in each, and the compute-side step production runs after each answer.
+Between two runs placement's allocations and grant_scheduler's books are
+emptied.  One row per run:
+
+* ``boots/s``: placed boots over the wall-clock time from the start signal
+  to the last answer;
+* ``p50``, ``p99``: milliseconds of ``select_destinations``;
+* ``nova sql``, ``gs sql``: statements per boot on Nova's databases and on
+  grant_scheduler's (the scheduler processes' own; placement's are in its
+  service);
+* ``http``: placement HTTP requests per boot;
+* ``nvh``, ``nvh room``: NoValidHost answers, and those answered while a
+  node had room (placement's records for stock; usage plus live grants
+  for grant_scheduler);
+* ``over``: nodes over capacity in placement's records, and for
+  grant_scheduler in its books too.
+
+The last lines give grant_scheduler's ratios to stock, per size and
+number of callers.  ``--json PATH`` writes the rows.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from grant_scheduler import api  # noqa: E402
+from grant_scheduler.bench import placement_api  # noqa: E402
+from tests import base as gs_base  # noqa: E402
+from tests.nova22 import cloud  # noqa: E402
+
+NODE = {
+    "vcpus": 16,
+    "memory_mb": 32768 + 512,
+    "local_gb": 400,
+    "reserved_mb": 512,
+}
+FLAVOR = {"vcpus": 1, "memory_mb": 2048, "root_gb": 20}
+
+
+def percentile(values, fraction):
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def empty_books(gs):
+    for report in gs.hosts():
+        gs.delete_host(report.state.host, report.state.node)
+
+
+def measure(the_cloud, gs, system, nodes, processes, callers, requests):
+    the_cloud.reset_placement()
+    empty_books(gs)
+    result = the_cloud.schedule(system, processes, callers, requests)
+    calls = result["calls"]
+    errors = [c["error"] for c in calls if "error" in c]
+    placed = [c for c in calls if "host" in c]
+    refused = [c for c in calls if c.get("nvh")]
+    nova_sql = gs_sql = http = 0
+    for counts in result["counts"]:
+        http += counts["http"]
+        for name, count in counts["statements"].items():
+            if name.endswith(".sqlite"):
+                nova_sql += count
+            else:
+                gs_sql += count
+    over = sorted(placement_api.overcommitted_in(the_cloud.placement_usage()))
+    if system == "grants":
+        over = sorted(
+            set(over)
+            | {
+                r.state.host
+                for r in gs.hosts()
+                if not (r.state.used + r.state.granted).fits_within(
+                    r.state.limit
+                )
+            }
+        )
+    boots = max(len(placed), 1)
+    latencies = [c["ms"] for c in calls if "ms" in c]
+    return {
+        "system": system,
+        "nodes": nodes,
+        "processes": processes,
+        "callers": callers,
+        "requests": requests,
+        "placed": len(placed),
+        "errors": errors,
+        "boots_per_s": len(placed) / result["wall_s"],
+        "p50_ms": statistics.median(latencies) if latencies else float("nan"),
+        "p99_ms": percentile(latencies, 0.99),
+        "nova_sql_per_boot": nova_sql / boots,
+        "gs_sql_per_boot": gs_sql / boots,
+        "http_per_boot": http / boots,
+        "nvh": len(refused),
+        "nvh_with_room": sum(1 for c in refused if c["room"]),
+        "over_capacity": over,
+    }
+
+
+def table(rows):
+    head = (
+        "system  nodes  proc  C  placed  boots/s    p50    p99  nova sql"
+        "  gs sql  http  nvh  nvh room  over"
+    )
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(
+            "%-6s  %5d  %4d  %1d  %6d  %7.2f  %5.0f  %5.0f  %8.1f  %6.1f"
+            "  %4.1f  %3d  %8d  %4d"
+            % (
+                r["system"],
+                r["nodes"],
+                r["processes"],
+                r["callers"],
+                r["placed"],
+                r["boots_per_s"],
+                r["p50_ms"],
+                r["p99_ms"],
+                r["nova_sql_per_boot"],
+                r["gs_sql_per_boot"],
+                r["http_per_boot"],
+                r["nvh"],
+                r["nvh_with_room"],
+                len(r["over_capacity"]),
+            )
+        )
+    by = {(r["system"], r["nodes"], r["callers"]): r for r in rows}
+    lines.append("")
+    for (system, nodes, callers), r in sorted(by.items()):
+        stock = by.get(("stock", nodes, callers))
+        if system != "grants" or stock is None:
+            continue
+        lines.append(
+            "%d nodes, C=%d: grant_scheduler %.2fx stock's boots/s, "
+            "p50 %.2fx, p99 %.2fx"
+            % (
+                nodes,
+                callers,
+                r["boots_per_s"] / stock["boots_per_s"],
+                r["p50_ms"] / stock["p50_ms"],
+                r["p99_ms"] / stock["p99_ms"],
+            )
+        )
+    return "\n".join(lines)
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", default="100,1000")
+    parser.add_argument("--callers", default="1,4")
+    parser.add_argument("--processes", type=int, default=1)
+    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--systems", default="stock,grants")
+    parser.add_argument("--placement-workers", type=int, default=2)
+    parser.add_argument("--json")
+    args = parser.parse_args(argv)
+    rows = []
+    for nodes in [int(n) for n in args.nodes.split(",")]:
+        with (
+            gs_base.DatabaseFixture("mysql") as gs_db,
+            gs_base.DatabaseFixture("mysql", migrate=False) as placement_db,
+            tempfile.TemporaryDirectory() as directory,
+        ):
+            started = time.monotonic()
+            the_cloud = cloud.Cloud(
+                directory, nodes, NODE, FLAVOR, gs_db.url, placement_db.url
+            )
+            the_cloud.start(placement_workers=args.placement_workers)
+            print(
+                "%d nodes: cloud built in %.0f s"
+                % (nodes, time.monotonic() - started),
+                flush=True,
+            )
+            gs = api.GrantScheduler.from_url(gs_db.url)
+            try:
+                for callers in [int(c) for c in args.callers.split(",")]:
+                    for system in args.systems.split(","):
+                        row = measure(
+                            the_cloud,
+                            gs,
+                            system,
+                            nodes,
+                            args.processes,
+                            callers,
+                            args.requests,
+                        )
+                        rows.append(row)
+                        print(table([row]).splitlines()[2], flush=True)
+            finally:
+                gs.database.dispose()
+                the_cloud.stop()
+    print()
+    print(table(rows))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 1 if any(r["errors"] or r["over_capacity"] for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
