@@ -14,8 +14,11 @@
 #                                                the other
 #   tools/nova-releases.sh own [RELEASE...]      the release's own functional
 #                                                tests of tests/nova_releases/
-#                                                own_tests.txt, with the stock
-#                                                scheduler and with ours
+#                                                own_tests.txt with ours,
+#                                                compared with the stock
+#                                                scheduler's recorded run
+#                                                (OWN_BOTH=1: run stock too
+#                                                and rewrite the record)
 #
 # RELEASE is 18, 19, 20 or 21; none means all four.  Run as root, after
 # "tools/nova22-root.sh build".
@@ -219,14 +222,17 @@ cmd_test() {
     return "$rc"
 }
 
+# OWN_BOTH=1: run the stock scheduler too, and rewrite its record.
 cmd_own() {
-    local r start rc=0
+    local r start rc=0 both=()
+    [ -z "${OWN_BOTH:-}" ] || both=(--both)
     for r in "$@"; do
         start=$SECONDS
         cmd_run "$r" python3 -W ignore -m tests.nova_releases.own_tests \
             --workers 2 --out /src/.nova-own-tests \
             --allowed tests/nova_releases/own_tests_allowed.txt \
-            @tests/nova_releases/own_tests.txt || rc=1
+            --record "tests/nova_releases/own_tests_stock_$r.json" \
+            "${both[@]}" @tests/nova_releases/own_tests.txt || rc=1
         log "Nova $r own tests: $((SECONDS - start)) s"
     done
     return "$rc"

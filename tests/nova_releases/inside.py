@@ -1,7 +1,7 @@
-"""Run one test class of ``tests.nova_releases`` in a process of its own.
+"""Run test classes of ``tests.nova_releases`` in a Nova-like process.
 
-``python3 -m tests.nova_releases.inside MODULE CLASS`` (in a release's
-venv, ``tools/nova-releases.sh run RELEASE ...``):
+``python3 -m tests.nova_releases.inside MODULE CLASS [MODULE CLASS...]``
+(in a release's venv, ``tools/nova-releases.sh run RELEASE ...``):
 
 * puts this checkout behind the installed packages on ``sys.path``, so
   ``grant_scheduler`` is the wheel installed in the venv (the checkout
@@ -11,7 +11,8 @@ venv, ``tools/nova-releases.sh run RELEASE ...``):
   "SAVEPOINT ... no existing transaction");
 * checks that Nova is the venv's release (``GRANT_SCHEDULER_NOVA_RELEASE``),
   not the root's Nova 22, and that grant_scheduler is the installed wheel;
-* runs the class with unittest and exits 0 only if every test passed.
+* runs the classes with unittest and exits 0 only if every test passed
+  and none was skipped.
 """
 
 import os
@@ -56,15 +57,19 @@ def check_release():
 
 
 def main(argv):
-    if len(argv) != 3:
-        print("usage: python3 -m tests.nova_releases.inside MODULE CLASS")
+    if len(argv) < 3 or len(argv) % 2 != 1:
+        print("usage: python3 -m tests.nova_releases.inside MODULE CLASS...")
         return 2
     release = check_release()
     print("Nova %s (%s)" % (release, os.path.dirname(nova.__file__)))
-    module = importlib.import_module(argv[1])
-    suite = unittest.defaultTestLoader.loadTestsFromTestCase(
-        getattr(module, argv[2])
-    )
+    suite = unittest.TestSuite()
+    for name, cls in zip(argv[1::2], argv[2::2]):
+        module = importlib.import_module(name)
+        suite.addTests(
+            unittest.defaultTestLoader.loadTestsFromTestCase(
+                getattr(module, cls)
+            )
+        )
     runner = unittest.TextTestRunner(stream=sys.stdout, verbosity=2)
     result = runner.run(suite)
     # A skip is a check that did not run: here that is a failure.

@@ -1,10 +1,12 @@
 """A release's own functional tests, with the stock scheduler and with ours.
 
-``python3 -m tests.nova_releases.own_tests [--workers N] @LIST``, inside a
-release's venv (``tools/nova-releases.sh own RELEASE``), runs the named
-Nova test modules twice, in worker processes monkey-patched as Nova's
-tests require (``nova.tests.functional`` imported first): once untouched
-(the stock FilterScheduler) and once with every ``start_service(
+``python3 -m tests.nova_releases.own_tests [--workers N] [--record FILE
+[--both]] @LIST``, inside a release's venv (``tools/nova-releases.sh own
+RELEASE``), runs the named Nova test modules in worker processes
+monkey-patched as Nova's tests require (``nova.tests.functional`` imported
+first): untouched (the stock FilterScheduler; with ``--record`` and
+without ``--both``, the stock outcomes recorded in FILE stand for this
+run) and with every ``start_service(
 'scheduler')`` given ``[scheduler] driver = grant_scheduler`` (loaded by
 the release's SchedulerManager through the installed entry point) and a
 ``[grant_scheduler_database]`` of its own, a copy of one SQLite file
@@ -269,6 +271,16 @@ def main(argv=None):
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--out", default=".nova-own-tests")
     parser.add_argument("--allowed", help="'TEST_ID REASON' lines")
+    parser.add_argument(
+        "--record",
+        help="the stock scheduler's outcomes in this release (JSON): "
+        "compared with, or with --both rewritten",
+    )
+    parser.add_argument(
+        "--both",
+        action="store_true",
+        help="run the stock scheduler too (and rewrite --record)",
+    )
     parser.add_argument("names", nargs="+", help="modules, or @FILE")
     args = parser.parse_args(argv)
     args.names = _names(args.names)
@@ -285,7 +297,13 @@ def main(argv=None):
     directory = os.path.join(args.out, release)
     os.makedirs(directory, exist_ok=True)
     results = {}
-    for scheduler in ("stock", "grant_scheduler"):
+    schedulers = ("stock", "grant_scheduler")
+    if args.record and not args.both:
+        with open(args.record) as f:
+            results["stock"] = {"outcomes": json.load(f)["outcomes"]}
+        print("stock: the run recorded in %s" % args.record)
+        schedulers = ("grant_scheduler",)
+    for scheduler in schedulers:
         start = time.monotonic()
         results[scheduler] = _run(scheduler, names, args.workers, directory)
         counts = {}
@@ -298,6 +316,19 @@ def main(argv=None):
         )
         with open(os.path.join(directory, scheduler + ".json"), "w") as f:
             json.dump(results[scheduler], f, indent=1, sort_keys=True)
+    if args.record and args.both:
+        with open(args.record, "w") as f:
+            json.dump(
+                {
+                    "release": release,
+                    "scheduler": "stock",
+                    "outcomes": results["stock"]["outcomes"],
+                },
+                f,
+                indent=1,
+                sort_keys=True,
+            )
+            f.write("\n")
     nodes_seen = results["grant_scheduler"]["nodes_seen"]
     registered = sum(1 for n in nodes_seen.values() if n)
     print(

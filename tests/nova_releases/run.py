@@ -1,11 +1,11 @@
 """Every test class of ``tests.nova_releases`` in this venv's Nova.
 
 ``python3 -m tests.nova_releases.run [MODULE[.CLASS]...]`` (inside a
-release's venv: ``tools/nova-releases.sh run RELEASE ...``) runs each
-class in a process of its own (``tests.nova_releases.inside``: Nova's
-services want a process monkey-patched from its start), one after the
-other, prints each class's outcome and time and, for a failure, its
-output; exits 1 if any class failed.
+release's venv: ``tools/nova-releases.sh run RELEASE ...``) runs the
+classes in one process of their own (``tests.nova_releases.inside``:
+Nova's services want a process monkey-patched from its start), prints the
+outcome, the time and each failed test, with the output when one failed;
+exits 1 if any test failed or was skipped.
 """
 
 import ast
@@ -41,44 +41,51 @@ def classes(selected=()):
 def main(argv):
     release = os.environ.get("GRANT_SCHEDULER_NOVA_RELEASE", "?")
     checkout = os.path.dirname(os.path.dirname(HERE))
-    failed, started = [], time.monotonic()
+    names = []
     for module, cls in classes(argv[1:]):
-        start = time.monotonic()
-        try:
-            done = subprocess.run(
-                [sys.executable, "-W", "ignore", "-m", PACKAGE + ".inside"]
-                + ["%s.%s" % (PACKAGE, module), cls],
-                cwd=checkout,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                timeout=TIMEOUT,
-                text=True,
-            )
-            output, code = done.stdout, done.returncode
-        except subprocess.TimeoutExpired as exc:
-            output, code = (
-                (exc.stdout or b"").decode(errors="replace"),
-                "timeout",
-            )
-        outcome = "ok" if code == 0 else "FAILED (%s)" % code
-        print(
-            "[nova %s] %s.%s: %s in %.0f s"
-            % (release, module, cls, outcome, time.monotonic() - start),
-            flush=True,
+        names += ["%s.%s" % (PACKAGE, module), cls]
+    if not names:
+        print("no test class matches %s" % argv[1:])
+        return 1
+    start = time.monotonic()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-W", "ignore", "-m", PACKAGE + ".inside"]
+            + names,
+            cwd=checkout,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            timeout=TIMEOUT,
+            text=True,
         )
-        if code != 0:
-            failed.append("%s.%s" % (module, cls))
-            print(output[-TAIL:], flush=True)
+        output, code = done.stdout, done.returncode
+    except subprocess.TimeoutExpired as exc:
+        output, code = (
+            (exc.stdout or b"").decode(errors="replace"),
+            "timeout",
+        )
+    failed = [
+        line.split(" ", 1)[1]
+        for line in output.splitlines()
+        if line.startswith(("FAIL: ", "ERROR: "))
+    ]
+    if code != 0:
+        print(output[-TAIL:], flush=True)
+    ran = [line for line in output.splitlines() if line.startswith("Ran ")]
     print(
-        "[nova %s] %s in %.0f s"
+        "[nova %s] %d classes, %s: %s in %.0f s"
         % (
             release,
-            "failed: " + ", ".join(failed) if failed else "all passed",
-            time.monotonic() - started,
+            len(names) // 2,
+            ran[-1] if ran else "nothing ran",
+            "ok" if code == 0 else "FAILED (%s)" % code,
+            time.monotonic() - start,
         ),
         flush=True,
     )
-    return 1 if failed else 0
+    for name in failed:
+        print("[nova %s] failed: %s" % (release, name), flush=True)
+    return 0 if code == 0 else 1
 
 
 if __name__ == "__main__":
