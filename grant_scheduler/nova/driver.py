@@ -312,6 +312,12 @@ class GrantSchedulerDriver:
         try:
             selections = gs.schedule_request(request, view=request_view)
         except exception.NoValidHost as exc:
+            rejected_by = getattr(request_view, "rejected_by", None)
+            if rejected_by:
+                raise compat.no_valid_host(
+                    "There are not enough hosts available: %s rejected "
+                    "every host that had room." % rejected_by
+                ) from exc
             raise compat.no_valid_host(str(exc)) from exc
         return _Answer(request_view).build(call["answer"], selections)
 

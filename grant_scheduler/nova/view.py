@@ -105,6 +105,8 @@ class NovaView(gs_view.View):
         self._amount = None
         self._subset_size = subset_size
         self.filter_runs = 0
+        self.rejected_by = None
+        """Nova's filter that rejected every node with room, if one did."""
         self.reload(self.states())
         return self
 
@@ -233,6 +235,8 @@ class NovaView(gs_view.View):
             )
             or ()
         )
+        if candidates and not passed:
+            self.rejected_by = self._rejecting_filter(candidates)
         weighed = (
             self._host_manager.get_weighed_hosts(passed, self._spec)
             if passed
@@ -241,6 +245,27 @@ class NovaView(gs_view.View):
         keys = [(w.obj.host, w.obj.nodename) for w in weighed]
         self._ranking = (self._index, keys)
         return keys
+
+    def _rejecting_filter(self, candidates):
+        """The name of Nova's enabled filter that removed the last of
+        ``candidates`` (every one had room), run one by one as Nova's
+        filter handler runs them; None when no single filter did (the
+        request's ignore, force or destination rules)."""
+        handler = getattr(self._host_manager, "filter_handler", None)
+        enabled = getattr(self._host_manager, "enabled_filters", None)
+        if handler is None or not enabled:
+            return None
+        remaining = list(candidates)
+        for host_filter in enabled:
+            remaining = list(
+                handler.get_filtered_objects(
+                    [host_filter], remaining, self._spec, self._index
+                )
+                or ()
+            )
+            if not remaining:
+                return type(host_filter).__name__
+        return None
 
     def _drop(self, key):
         if self._ranking is not None:

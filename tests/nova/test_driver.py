@@ -447,9 +447,17 @@ class TestNovaFiltersAndWeighers(DriverTestCase, base.TestCase):
         spec = fakes.request_spec(fakes.flavor(1, 1024, 1))
         self.assertEqual("enabled", self.select(spec)[0]["host"])
         spec = fakes.request_spec(fakes.flavor(16, 1024, 1))
-        with self.assertRaises(nova_exception.NoValidHost):
+        with self.assertRaises(nova_exception.NoValidHost) as refused:
             self.select(spec)
+        # The one host with room is disabled: Nova's filter is named.
+        self.assertIn("ComputeFilter rejected", str(refused.exception))
         self.assertEqual(["enabled"], [g.host for g in self.live_grants()])
+
+    def test_no_room_is_not_blamed_on_a_filter(self):
+        self.cloud.add("cmp1", 8, 8192, 100)
+        with self.assertRaises(nova_exception.NoValidHost) as refused:
+            self.select(fakes.request_spec(fakes.flavor(16, 1024, 1)))
+        self.assertNotIn("rejected", str(refused.exception))
 
     def test_num_instances_and_io_ops_filters(self):
         self.useFixture(

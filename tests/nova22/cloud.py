@@ -416,36 +416,73 @@ def _write_records(spec, conf):
                 cctxt, host=name, binary="nova-compute", topic="compute"
             )
             service.create()
-            objects.ComputeNode(
-                cctxt,
-                uuid=node_uuid(name),
-                host=name,
-                hypervisor_hostname=name,
-                service_id=service.id,
-                vcpus=node["vcpus"],
-                memory_mb=node["memory_mb"],
-                local_gb=node["local_gb"],
-                vcpus_used=0,
-                memory_mb_used=node["reserved_mb"],
-                local_gb_used=0,
-                free_ram_mb=node["memory_mb"] - node["reserved_mb"],
-                free_disk_gb=node["local_gb"],
-                disk_available_least=node["local_gb"],
-                hypervisor_type="fake",
-                hypervisor_version=1000,
-                cpu_info="{}",
-                running_vms=0,
-                current_workload=0,
-                host_ip="127.0.0.1",
-                supported_hv_specs=[],
-                stats={},
-                metrics="[]",
-                pci_device_pools=None,
-                numa_topology=None,
-                cpu_allocation_ratio=1.0,
-                ram_allocation_ratio=1.0,
-                disk_allocation_ratio=1.0,
-            ).create()
+            compute_node(cctxt, name, node, service.id).create()
+
+
+def compute_node(context, name, node, service_id=None):
+    """The compute node record a compute writes for an empty node of
+    ``node``'s size (``{"vcpus", "memory_mb", "local_gb",
+    "reserved_mb"}``); not yet created."""
+    from nova import objects
+
+    return objects.ComputeNode(
+        context,
+        uuid=node_uuid(name),
+        host=name,
+        hypervisor_hostname=name,
+        service_id=service_id,
+        vcpus=node["vcpus"],
+        memory_mb=node["memory_mb"],
+        local_gb=node["local_gb"],
+        vcpus_used=0,
+        memory_mb_used=node["reserved_mb"],
+        local_gb_used=0,
+        free_ram_mb=node["memory_mb"] - node["reserved_mb"],
+        free_disk_gb=node["local_gb"],
+        disk_available_least=node["local_gb"],
+        hypervisor_type="fake",
+        hypervisor_version=1000,
+        cpu_info="{}",
+        running_vms=0,
+        current_workload=0,
+        host_ip="127.0.0.1",
+        supported_hv_specs=[],
+        stats={},
+        metrics="[]",
+        pci_device_pools=None,
+        numa_topology=None,
+        cpu_allocation_ratio=1.0,
+        ram_allocation_ratio=1.0,
+        disk_allocation_ratio=1.0,
+    )
+
+
+def request_spec(flavor, instance_uuid, **fields):
+    """The RequestSpec Nova's conductor sends for one plain boot."""
+    from nova import objects
+
+    values = dict(
+        flavor=flavor,
+        num_instances=1,
+        instance_uuid=instance_uuid,
+        project_id="project",
+        user_id="user",
+        image=objects.ImageMeta.from_dict({"properties": {}}),
+        scheduler_hints={},
+        ignore_hosts=None,
+        force_hosts=None,
+        force_nodes=None,
+        pci_requests=objects.InstancePCIRequests(requests=[]),
+        numa_topology=None,
+        requested_destination=None,
+        requested_resources=[],
+        is_bfv=False,
+        instance_group=None,
+        availability_zone=None,
+        security_groups=objects.SecurityGroupList(),
+    )
+    values.update(fields)
+    return objects.RequestSpec(**values)
 
 
 class _Counts:
@@ -551,31 +588,9 @@ def schedule(spec, system, run, index, count, callers):
         time.sleep(0.01)
     calls = []
 
-    def request_spec(instance_uuid):
-        return objects.RequestSpec(
-            flavor=_flavor(spec),
-            num_instances=1,
-            instance_uuid=instance_uuid,
-            project_id="project",
-            user_id="user",
-            image=objects.ImageMeta.from_dict({"properties": {}}),
-            scheduler_hints={},
-            ignore_hosts=None,
-            force_hosts=None,
-            force_nodes=None,
-            pci_requests=objects.InstancePCIRequests(requests=[]),
-            numa_topology=None,
-            requested_destination=None,
-            requested_resources=[],
-            is_bfv=False,
-            instance_group=None,
-            availability_zone=None,
-            security_groups=objects.SecurityGroupList(),
-        )
-
     def one(number):
         instance_uuid = _instance_uuid(run, index, number)
-        spec_obj = request_spec(instance_uuid)
+        spec_obj = request_spec(_flavor(spec), instance_uuid)
         started = time.monotonic()
         try:
             answer = manager.select_destinations(

@@ -33,6 +33,7 @@ from grant_scheduler import conf as gs_conf
 from grant_scheduler.nova import driver as gs_driver
 from grant_scheduler.nova import host_manager as gs_host_manager
 from tests import base as gs_base
+from tests.nova22 import cloud
 
 HOSTS = ("cmp1", "cmp2", "cmp3")
 RESERVED_MB = 512
@@ -132,34 +133,8 @@ class ManagerTestCase(unittest.TestCase):
             objects.Service(
                 cctxt, host=host, binary="nova-compute", topic="compute"
             ).create()
-            objects.ComputeNode(
-                cctxt,
-                uuid=str(uuid.uuid5(uuid.NAMESPACE_DNS, host)),
-                host=host,
-                hypervisor_hostname=host,
-                vcpus=NODE["vcpus"],
-                memory_mb=NODE["memory_mb"],
-                local_gb=NODE["local_gb"],
-                vcpus_used=0,
-                memory_mb_used=RESERVED_MB,
-                local_gb_used=0,
-                free_ram_mb=NODE["memory_mb"] - RESERVED_MB,
-                free_disk_gb=NODE["local_gb"],
-                disk_available_least=NODE["local_gb"],
-                hypervisor_type="fake",
-                hypervisor_version=1000,
-                cpu_info="{}",
-                running_vms=0,
-                current_workload=0,
-                host_ip="127.0.0.1",
-                supported_hv_specs=[],
-                stats={},
-                metrics="[]",
-                pci_device_pools=None,
-                numa_topology=None,
-                cpu_allocation_ratio=1.0,
-                ram_allocation_ratio=1.0,
-                disk_allocation_ratio=1.0,
+            cloud.compute_node(
+                cctxt, host, dict(NODE, reserved_mb=RESERVED_MB)
             ).create()
 
     def setUp(self):
@@ -179,7 +154,7 @@ class ManagerTestCase(unittest.TestCase):
     @staticmethod
     def add_provider(placement_api, host):
         """The resource provider a compute reports for its node."""
-        node_uuid = str(uuid.uuid5(uuid.NAMESPACE_DNS, host))
+        node_uuid = cloud.node_uuid(host)
         placement_api.post(
             "/resource_providers", {"uuid": node_uuid, "name": host}
         )
@@ -212,28 +187,12 @@ class ManagerTestCase(unittest.TestCase):
         )
 
     def spec(self, num_instances=1, **fields):
-        values = dict(
-            flavor=self.flavor(),
+        return cloud.request_spec(
+            self.flavor(),
+            str(uuid.uuid4()),
             num_instances=num_instances,
-            instance_uuid=str(uuid.uuid4()),
-            project_id="project",
-            user_id="user",
-            image=objects.ImageMeta.from_dict({"properties": {}}),
-            scheduler_hints={},
-            ignore_hosts=None,
-            force_hosts=None,
-            force_nodes=None,
-            pci_requests=objects.InstancePCIRequests(requests=[]),
-            numa_topology=None,
-            requested_destination=None,
-            requested_resources=[],
-            is_bfv=False,
-            instance_group=None,
-            availability_zone=None,
-            security_groups=objects.SecurityGroupList(),
+            **fields,
         )
-        values.update(fields)
-        return objects.RequestSpec(**values)
 
     def instance(self, host, instance_uuid=None):
         with nova_context.target_cell(self.admin, self.cell) as cctxt:
