@@ -50,11 +50,29 @@ class BooksTestBase(base.GrantsTestBase):
         total = sum(self.claimed(host).values(), self.flavor_resources(0))
         return (total.vcpus, total.memory_mb, total.disk_gb)
 
+    def nova_usage(self, host):
+        """What Nova's API says runs on ``host``: the flavours of its
+        servers, or None while a resize waits for its confirmation (the
+        source then holds the old flavour too, as placement says)."""
+        servers = self.api.get_servers(detail=True)
+        if any(s["status"] == "VERIFY_RESIZE" for s in servers):
+            return None
+        total = [0, 0, 0]
+        for server in servers:
+            if server["OS-EXT-SRV-ATTR:host"] == host:
+                flavor = server["flavor"]
+                total[0] += flavor["vcpus"]
+                total[1] += flavor["ram"]
+                total[2] += flavor["disk"] + flavor["ephemeral"]
+        return tuple(total)
+
     def assert_books_agree(self):
         for host in self.HOSTS:
-            self.assertEqual(
-                self.placement_usage(host), self.books_usage(host), host
-            )
+            books = self.books_usage(host)
+            self.assertEqual(self.placement_usage(host), books, host)
+            nova = self.nova_usage(host)
+            if nova is not None:
+                self.assertEqual(nova, books, host)
         self.assertEqual([], self.over_limit())
         self.assertEqual([], self.gs.check())
 
@@ -155,6 +173,20 @@ class TestMoves(BooksTestBase):
         self._revert_resize(server)
         self.reconcile()
         self.assertEqual([server["id"]], list(self.claimed(source)))
+        self.assert_books_agree()
+
+    def test_resize_to_another_host_and_confirm(self):
+        bigger = self._create_flavor(**BIGGER)
+        server = self.boot_and_agree()
+        source = server["OS-EXT-SRV-ATTR:host"]
+        server = self._resize_server(server, bigger)
+        self.reconcile()
+        self.assert_books_agree()
+        self._confirm_resize(server)
+        self.reconcile()
+        self.assertEqual({}, self.claimed(source))
+        [amount] = self.claimed(server["OS-EXT-SRV-ATTR:host"]).values()
+        self.assertEqual(BIGGER["vcpu"], amount.vcpus)
         self.assert_books_agree()
 
     def test_live_migration(self):
