@@ -13,10 +13,14 @@ with three additions:
   ``get_all_host_states`` (13-19);
 * ``instances_on_node`` reads a node's instances with their flavours from
   the node's cell, for claiming what a node already runs when
-  grant_scheduler first sees it.
+  grant_scheduler first sees it;
+* ``get_filtered_hosts`` remembers, per request, which of Nova's enabled
+  filters removed the last hosts (``rejected_by``), for the NoValidHost.
 
 Only imported when Nova is.
 """
+
+import weakref
 
 from nova import context as nova_context
 from nova import objects
@@ -25,6 +29,7 @@ from oslo_log import log as logging
 
 from grant_scheduler.nova import claims
 from grant_scheduler.nova import instance_info
+from grant_scheduler.nova import view as nova_view
 
 LOG = logging.getLogger(__name__)
 
@@ -42,7 +47,24 @@ class GrantsHostManager(nova_host_manager.HostManager):
         self.instance_claims = instance_info.InstanceInfoClaims(
             grant_scheduler, nodes_of_host
         )
+        self._rejected_by = weakref.WeakKeyDictionary()
         super().__init__()
+
+    # -- why no host passed -----------------------------------------------
+
+    def get_filtered_hosts(self, hosts, spec_obj, index=0):
+        hosts = list(hosts)
+        passed = list(super().get_filtered_hosts(hosts, spec_obj, index))
+        if hosts and not passed:
+            name = nova_view.rejecting_filter(self, hosts, spec_obj, index)
+            if name is not None:
+                self._rejected_by[spec_obj] = name
+        return passed
+
+    def rejected_by(self, spec_obj):
+        """The name of Nova's filter that removed the last hosts of
+        ``spec_obj``'s request, or None."""
+        return self._rejected_by.get(spec_obj)
 
     # -- reading Nova's view ----------------------------------------------
 

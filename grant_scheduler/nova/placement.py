@@ -31,6 +31,7 @@ grants it (``GrantingPlacementClient.claim_resources``).
 Only imported when Nova 17-22 is.
 """
 
+from nova import exception as nova_exception
 from nova import rpc
 from nova import servicegroup
 from nova.scheduler import filter_scheduler
@@ -192,6 +193,34 @@ class NodeGrants:
             )
 
 
+class NoValidHost(nova_exception.NoValidHost):
+    """Nova's NoValidHost, with Nova's own text as its message (the fault
+    every user sees, which Nova's own tests expect word for word), whose
+    ``str()`` also names the filter that rejected every host: what the
+    conductor's log and the instance fault's details, shown to admins,
+    carry.
+
+    It travels as Nova's own class: oslo.messaging serializes an exception
+    by its class's module and name and rebuilds Nova's ``NoValidHost`` in
+    the conductor, with this ``str()``.
+    """
+
+    __module__ = nova_exception.__name__
+
+    def __init__(self, filter_name, cause):
+        super().__init__(message=cause.format_message())
+        self.filter_name = filter_name
+
+    def __str__(self):
+        return "%s %s rejected every host that had room." % (
+            self.format_message(),
+            self.filter_name,
+        )
+
+
+NoValidHost.__name__ = NoValidHost.__qualname__ = "NoValidHost"
+
+
 class GrantingFilterScheduler(filter_scheduler.FilterScheduler):
     """Nova's FilterScheduler over the driver's host manager, claiming
     through ``GrantingPlacementClient``."""
@@ -213,6 +242,15 @@ class GrantingFilterScheduler(filter_scheduler.FilterScheduler):
         )
         self._grants = grants
         self._registry = registry
+
+    def _schedule(self, context, spec_obj, *args, **kwargs):
+        try:
+            return super()._schedule(context, spec_obj, *args, **kwargs)
+        except nova_exception.NoValidHost as exc:
+            rejected_by = self.host_manager.rejected_by(spec_obj)
+            if rejected_by is None:
+                raise
+            raise NoValidHost(rejected_by, exc) from exc
 
     def _get_all_host_states(self, context, spec_obj, provider_summaries):
         """Nova's HostStates; a node grant_scheduler has not seen yet is

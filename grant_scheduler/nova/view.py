@@ -236,7 +236,9 @@ class NovaView(gs_view.View):
             or ()
         )
         if candidates and not passed:
-            self.rejected_by = self._rejecting_filter(candidates)
+            self.rejected_by = rejecting_filter(
+                self._host_manager, candidates, self._spec, self._index
+            )
         weighed = (
             self._host_manager.get_weighed_hosts(passed, self._spec)
             if passed
@@ -245,27 +247,6 @@ class NovaView(gs_view.View):
         keys = [(w.obj.host, w.obj.nodename) for w in weighed]
         self._ranking = (self._index, keys)
         return keys
-
-    def _rejecting_filter(self, candidates):
-        """The name of Nova's enabled filter that removed the last of
-        ``candidates`` (every one had room), run one by one as Nova's
-        filter handler runs them; None when no single filter did (the
-        request's ignore, force or destination rules)."""
-        handler = getattr(self._host_manager, "filter_handler", None)
-        enabled = getattr(self._host_manager, "enabled_filters", None)
-        if handler is None or not enabled:
-            return None
-        remaining = list(candidates)
-        for host_filter in enabled:
-            remaining = list(
-                handler.get_filtered_objects(
-                    [host_filter], remaining, self._spec, self._index
-                )
-                or ()
-            )
-            if not remaining:
-                return type(host_filter).__name__
-        return None
 
     def _drop(self, key):
         if self._ranking is not None:
@@ -311,3 +292,25 @@ class NovaView(gs_view.View):
             if len(found) == request.num_alternates:
                 break
         return tuple(found)
+
+
+def rejecting_filter(host_manager, hosts, spec_obj, index=0):
+    """The name of ``host_manager``'s enabled filter that removes the last
+    of ``hosts``, run one by one as Nova's filter handler runs them; None
+    when no single filter does (the request's ignore, force or destination
+    rules)."""
+    handler = getattr(host_manager, "filter_handler", None)
+    enabled = getattr(host_manager, "enabled_filters", None)
+    if handler is None or not enabled:
+        return None
+    remaining = list(hosts)
+    for host_filter in enabled:
+        remaining = list(
+            handler.get_filtered_objects(
+                [host_filter], remaining, spec_obj, index
+            )
+            or ()
+        )
+        if not remaining:
+            return type(host_filter).__name__
+    return None

@@ -88,6 +88,70 @@ class TestNovaLimits(base.GrantsTestBase):
         self.assertEqual([], self.gs.grants())
 
 
+class TestNoValidHostSaysWhy(base.GrantsTestBase):
+    def test_the_filter_that_rejected_every_host_is_named(self):
+        group = self.api.post_server_groups(
+            {"name": "spread", "policy": "anti-affinity"}
+        )
+        hints = {"group": group["id"]}
+
+        def boot_in_group(expected_state):
+            # NOTE: the hints sit beside the server in the request body.
+            body = self._build_server(
+                flavor_id=self.flavor_id, networks="none"
+            )
+            server = self.api.post_server(
+                {"server": body, "os:scheduler_hints": hints}
+            )
+            return self._wait_for_state_change(server, expected_state)
+
+        for _ in self.HOSTS:
+            boot_in_group("ACTIVE")
+        failed = boot_in_group("ERROR")
+        # What every user sees is Nova's own text; the details, shown to
+        # admins, name the filter.
+        self.assertEqual(
+            "No valid host was found. There are not enough hosts available.",
+            failed["fault"]["message"],
+        )
+        self.assertIn(
+            "ServerGroupAntiAffinityFilter rejected every host that had room",
+            failed["fault"]["details"],
+        )
+
+    def test_it_reaches_the_conductor_as_novas_own_class(self):
+        import sys
+
+        from oslo_messaging._drivers import common as rpc_common
+
+        from grant_scheduler.nova import placement
+
+        try:
+            raise placement.NoValidHost(
+                "ComputeFilter",
+                nova_exception.NoValidHost(reason="Not enough hosts."),
+            )
+        except nova_exception.NoValidHost:
+            wire = rpc_common.serialize_remote_exception(sys.exc_info())
+        rebuilt = rpc_common.deserialize_remote_exception(
+            wire, ["nova.exception"]
+        )
+        self.assertIsInstance(rebuilt, nova_exception.NoValidHost)
+        self.assertEqual(
+            "No valid host was found. Not enough hosts.",
+            rebuilt.format_message(),
+        )
+        self.assertIn(
+            "ComputeFilter rejected every host that had room", str(rebuilt)
+        )
+
+    def test_no_filter_is_named_when_no_host_has_room(self):
+        for _ in range(base.SLOTS_PER_HOST * len(self.HOSTS)):
+            self.boot()
+        failed = self.boot(expected_state="ERROR")
+        self.assertNotIn("rejected", failed["fault"]["details"])
+
+
 class TestRebuild(base.GrantsTestBase):
     def test_rebuild_on_a_full_host_takes_no_grant(self):
         servers = [self.boot() for _ in range(base.SLOTS_PER_HOST * 2)]
