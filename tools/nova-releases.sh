@@ -19,6 +19,8 @@
 #                                                scheduler's recorded run
 #                                                (OWN_BOTH=1: run stock too
 #                                                and rewrite the record)
+#   tools/nova-releases.sh check                 what CI runs: test in all
+#                                                four, own in 21 and 18
 #
 # RELEASE is 18, 19, 20 or 21; none means all four.  Run as root, after
 # "tools/nova22-root.sh build".
@@ -238,6 +240,18 @@ cmd_own() {
     return "$rc"
 }
 
+# What CI runs: the tests in every release, then Nova's own tests in 21
+# (the last release with hooks) and 18 (the oldest here); every part runs
+# even when an earlier one failed.
+OWN_RELEASES=(21 18)
+cmd_check() {
+    local rc=0 start=$SECONDS
+    cmd_test "${ALL[@]}" || rc=1
+    cmd_own "${OWN_RELEASES[@]}" || rc=1
+    log "check: $((SECONDS - start)) s, $([ "$rc" = 0 ] && echo passed || echo FAILED)"
+    return "$rc"
+}
+
 main() {
     [ "$(id -u)" = 0 ] || die "run as root (chroot and mount need it)"
     command=${1:-}
@@ -265,12 +279,16 @@ main() {
             # shellcheck disable=SC2046
             cmd_test $(releases "$@")
             ;;
+        check)
+            flock --shared 8
+            cmd_check
+            ;;
         own)
             flock --shared 8
             # shellcheck disable=SC2046
             cmd_own $(releases "$@")
             ;;
-        *) die "usage: $0 build|install|run|test|own [RELEASE...]" ;;
+        *) die "usage: $0 build|install|run|test|own|check [RELEASE...]" ;;
     esac
 }
 

@@ -164,9 +164,16 @@ def _present(names):
         try:
             importlib.import_module(name)
         except ImportError:
-            missing.append(name)
-        else:
-            present.append(name)
+            # A class or a test of a module.
+            tests = list(
+                _tests(unittest.defaultTestLoader.loadTestsFromNames([name]))
+            )
+            if not tests or any(
+                type(t).__name__ == "_FailedTest" for t in tests
+            ):
+                missing.append(name)
+                continue
+        present.append(name)
     return present, missing
 
 

@@ -16,7 +16,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PACKAGE = "tests.nova_releases"
-MODULES = ("manager", "boot", "build_hook", "books")
+MODULES = ("manager", "boot", "build_hook", "books", "lifecycle")
 TIMEOUT = 900
 TAIL = 30000
 
