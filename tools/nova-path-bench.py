@@ -58,6 +58,67 @@ NODE = {
 FLAVOR = {"vcpus": 1, "memory_mb": 2048, "root_gb": 20}
 
 
+# Where a select_destinations spends its time, by the cumulative time of
+# the functions that do each part (file suffix, function name).
+PARTS = (
+    (
+        "select_destinations",
+        "nova/scheduler/manager.py",
+        "select_destinations",
+    ),
+    (
+        "placement: candidates",
+        "nova/scheduler/client/report.py",
+        "get_allocation_candidates",
+    ),
+    (
+        "Nova: host states",
+        "nova/scheduler/host_manager.py",
+        "get_host_states_by_uuids",
+    ),
+    ("Nova: filters", "nova/scheduler/host_manager.py", "get_filtered_hosts"),
+    ("Nova: weighers", "nova/scheduler/host_manager.py", "get_weighed_hosts"),
+    (
+        "placement: claim",
+        "nova/scheduler/client/report.py",
+        "claim_resources",
+    ),
+    ("grant_scheduler: view", "grant_scheduler/nova/placement.py", "known"),
+    (
+        "grant_scheduler: registry",
+        "grant_scheduler/nova/registry.py",
+        "register_unknown",
+    ),
+    ("grant_scheduler: grant", "grant_scheduler/nova/placement.py", "grant"),
+    ("compute step (claim)", "grant_scheduler/nova/claims.py", "claim"),
+)
+
+
+def profile_parts(paths, boots):
+    """``[(part, ms per boot)]`` from the cProfile stats in ``paths``."""
+    import pstats
+
+    stats = pstats.Stats(*paths)
+    parts = []
+    for part, suffix, name in PARTS:
+        seconds = sum(
+            entry[3]
+            for (filename, _, function), entry in stats.stats.items()
+            if filename.endswith(suffix) and function == name
+        )
+        parts.append((part, seconds * 1000 / max(boots, 1)))
+    return parts
+
+
+def profile(the_cloud, gs, system, requests):
+    """One process, one caller, under cProfile."""
+    the_cloud.reset_placement()
+    empty_books(gs)
+    result = the_cloud.schedule(system, 1, 1, requests, profile=True)
+    boots = sum(1 for c in result["calls"] if "host" in c)
+    return profile_parts(result["profiles"], boots)
+
+
 def percentile(values, fraction):
     if not values:
         return float("nan")
@@ -175,9 +236,18 @@ def main(argv):
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--systems", default="stock,grants")
     parser.add_argument("--placement-workers", type=int, default=2)
+    parser.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="after the timed runs, N boots of each system in one process "
+        "with one caller under cProfile, and where their time went",
+    )
     parser.add_argument("--json")
     args = parser.parse_args(argv)
     rows = []
+    profiles = []
     for nodes in [int(n) for n in args.nodes.split(",")]:
         with (
             gs_base.DatabaseFixture("mysql") as gs_db,
@@ -209,14 +279,25 @@ def main(argv):
                         )
                         rows.append(row)
                         print(table([row]).splitlines()[2], flush=True)
+                for system in args.systems.split(",") if args.profile else ():
+                    parts = profile(the_cloud, gs, system, args.profile)
+                    profiles.append((nodes, system, parts))
             finally:
                 gs.database.dispose()
                 the_cloud.stop()
     print()
     print(table(rows))
+    for nodes, system, parts in profiles:
+        print()
+        print(
+            "%s at %d nodes, ms per boot (cumulative, under cProfile):"
+            % (system, nodes)
+        )
+        for part, ms in parts:
+            print("  %-28s %8.1f" % (part, ms))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+            json.dump({"rows": rows, "profiles": profiles}, f, indent=1)
     return 1 if any(r["errors"] or r["over_capacity"] for r in rows) else 0
 
 

@@ -180,12 +180,16 @@ class Cloud:
             )
             assert status == 200, body
 
-    def schedule(self, system, processes, callers, requests, timeout=1800):
+    def schedule(
+        self, system, processes, callers, requests, timeout=1800, profile=False
+    ):
         """Run ``requests`` boots through ``processes`` scheduler
         processes of ``system`` (``SYSTEMS``), ``callers`` at a time in
         each; returns ``{"wall_s", "calls": [...]}``, one call per
         request (``ms``, ``host`` and ``node``, or ``nvh`` with ``room``:
-        the providers that had room when NoValidHost was answered)."""
+        the providers that had room when NoValidHost was answered).
+        ``profile``: each process runs its calls under cProfile and the
+        result's ``profiles`` names the files of their stats."""
         run = os.path.join(self.directory, "run-%s" % uuid.uuid4().hex[:8])
         os.mkdir(run)
         go = os.path.join(run, "go")
@@ -207,6 +211,7 @@ class Cloud:
                     str(i),
                     str(share),
                     str(callers),
+                    *(["--profile"] if profile else []),
                 )
             )
             for i, share in enumerate(shares)
@@ -234,7 +239,11 @@ class Cloud:
         assert all(p.returncode == 0 for p in procs), [
             p.returncode for p in procs
         ]
-        result = {"wall_s": wall, "calls": [], "counts": []}
+        result = {"wall_s": wall, "calls": [], "counts": [], "profiles": []}
+        if profile:
+            result["profiles"] = [
+                os.path.join(run, "%d.prof" % i) for i in range(processes)
+            ]
         for i in range(processes):
             with open(os.path.join(run, "%d.json" % i)) as f:
                 done = json.load(f)
@@ -518,7 +527,7 @@ class _Counts:
         return {"statements": statements, "http": self.http}
 
 
-def schedule(spec, system, run, index, count, callers):
+def schedule(spec, system, run, index, count, callers, profile=False):
     """One scheduler process: see the module's docstring."""
     import eventlet
     import oslo_messaging as messaging
@@ -628,12 +637,21 @@ def schedule(spec, system, run, index, count, callers):
         except Exception as exc:  # noqa: BLE001 - reported to the caller
             calls.append({"error": repr(exc)})
 
+    profiler = None
+    if profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
     pool = eventlet.GreenPool(callers)
     counts.on = True
     for number in range(count):
         pool.spawn(recorded, number)
     pool.waitall()
     counts.on = False
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(os.path.join(run, "%s.prof" % index))
     if system == "grants":
         manager.driver.stop()
     with open(os.path.join(run, "%s.json" % index), "w") as f:
@@ -660,7 +678,15 @@ def main(argv):
         prepare(spec, argv[3], json.loads(argv[4]))
     elif argv[1] == "schedule":
         system, run, index, count, callers = argv[3:8]
-        schedule(spec, system, run, index, int(count), int(callers))
+        schedule(
+            spec,
+            system,
+            run,
+            index,
+            int(count),
+            int(callers),
+            profile="--profile" in argv[8:],
+        )
     else:
         raise SystemExit("usage: setup|schedule SPEC ...")
     return 0
