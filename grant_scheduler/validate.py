@@ -63,15 +63,23 @@ def resources_object(value, what, allow_zero=False):
     )
 
 
+# NOTE: Nova's allocation ratio options have no upper bound, and its own
+# tests use 9999 for "unlimited"; a million keeps (2^40 x ratio) within a
+# 64-bit integer.
+MAX_RATIO = 1000000
+
+
 def ratio(name, value):
     if (
         isinstance(value, bool)
         or not isinstance(value, (int, float))
         or not math.isfinite(value)
-        or not 0 < value < 1000
+        or not 0 < value < MAX_RATIO
     ):
         raise exception.InvalidResources(
-            name=name, value=value, reason="it must be a number in (0, 1000)"
+            name=name,
+            value=value,
+            reason="it must be a number in (0, %d)" % MAX_RATIO,
         )
     return float(value)
 

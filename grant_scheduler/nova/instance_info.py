@@ -63,6 +63,16 @@ class InstanceInfoClaims:
         for instance in instances:
             self._claim(context, host, instance, resources_of)
 
+    def forget(self, host, node):
+        """Drop what this process remembers claiming on ``host``/``node``
+        (its row was just created: nothing is claimed there)."""
+        with self._lock:
+            remembered = self._claimed.get(host, {})
+            for instance_uuid in [
+                u for u, n in remembered.items() if n == node
+            ]:
+                del remembered[instance_uuid]
+
     def deleted(self, host, instance_uuid):
         """Release ``instance_uuid`` from ``host``."""
         with self._lock:
@@ -95,6 +105,7 @@ class InstanceInfoClaims:
             Nova Instances with their flavour and node.
         """
         listed = set(instance_uuids)
+        self._forget_lost(host)
         with self._lock:
             known = dict(self._claimed.get(host, {}))
             gone = set(known) - listed
@@ -112,6 +123,25 @@ class InstanceInfoClaims:
             self.updated(context, host, instances, resources_of)
         for instance_uuid in sorted(release):
             self.deleted(host, instance_uuid)
+
+    def _forget_lost(self, host):
+        """Forget the claims this process remembers on ``host`` that the
+        books no longer hold (a database restored or replaced, a claim
+        released by another process), so that the sync claims them again:
+        one statement per sync."""
+        with self._lock:
+            if not self._claimed.get(host):
+                return
+        try:
+            held = {(c.instance_uuid, c.node) for c in self._gs().claims(host)}
+        except exception.GrantSchedulerError:
+            LOG.exception("Could not read the claims of host %s", host)
+            return
+        with self._lock:
+            remembered = self._claimed.get(host, {})
+            for instance_uuid, node in list(remembered.items()):
+                if (instance_uuid, node) not in held:
+                    del remembered[instance_uuid]
 
     def _count_anyway(self, context, host, node, instance, resources_of, exc):
         """An instance runs where there was no room for it (its grant

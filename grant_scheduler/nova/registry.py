@@ -150,6 +150,9 @@ class NodeRegistry:
         except Exception:  # noqa: BLE001 - the host's next sync claims them
             LOG.exception("Could not read the instances of %s/%s", host, node)
             return
+        # NOTE: the row is new, so nothing is claimed on it, whatever this
+        # process remembers (a database replaced under it).
+        manager.instance_claims.forget(host, node)
         if instances:
             manager.instance_claims.updated(
                 context, host, instances, manager.instance_resources
