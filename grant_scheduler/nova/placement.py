@@ -126,27 +126,15 @@ class NodeGrants:
         self._gs = grant_scheduler
         self._follower = follower
         self._by_uuid = {}
-        self._by_key = {}
 
-    def known(self, host_states=None):
-        """``{(host, node): node uuid}`` of grant_scheduler's rows.
-
-        Names and uuids change only when a node is registered or
-        re-created: when every one of Nova's ``host_states`` is known
-        under its uuid already, the last answer stands; otherwise the
-        view is read (its changes since the last read)."""
-        if host_states is not None and self._by_key:
-            by_key = self._by_key
-            if all(
-                by_key.get((h.host, h.nodename)) == h.uuid
-                for h in host_states
-                if h.uuid is not None
-            ):
-                return by_key
+    def known(self):
+        """``{(host, node): node uuid}`` of grant_scheduler's rows, read
+        from the view (its changes since the last read), so that a node
+        whose row is gone (a database restored under a running scheduler)
+        is registered again."""
         states = self._gs().view().states()
         self._by_uuid = {s.node_uuid: s for s in states}
-        self._by_key = {(s.host, s.node): s.node_uuid for s in states}
-        return self._by_key
+        return {(s.host, s.node): s.node_uuid for s in states}
 
     def node_of(self, alloc_request):
         """grant_scheduler's node among an allocation request's providers.
@@ -273,6 +261,6 @@ class GrantingFilterScheduler(filter_scheduler.FilterScheduler):
             super()._get_all_host_states(context, spec_obj, provider_summaries)
         )
         self._registry.register_unknown(
-            context, self._grants.known(host_states), host_states
+            context, self._grants.known(), host_states
         )
         return host_states
