@@ -160,7 +160,7 @@ class TestValidation(base.TestCase):
         )
 
     def test_ratios(self):
-        for bad in (True, 0, -1.0, float("nan"), float("inf"), "1.5", 1000):
+        for bad in (True, 0, -1.0, float("nan"), float("inf"), "1.5", 1000000):
             self.assertRaises(
                 exception.InvalidResources,
                 validate.ratio,
@@ -168,3 +168,5 @@ class TestValidation(base.TestCase):
                 bad,
             )
         self.assertEqual(16.0, validate.ratio("cpu_allocation_ratio", 16))
+        # Nova's own tests use 9999 for "unlimited".
+        self.assertEqual(9999.0, validate.ratio("cpu_allocation_ratio", 9999))
