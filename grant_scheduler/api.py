@@ -25,45 +25,63 @@ before it reaches the database, and every database error leaves as one of
 the exceptions below (translated here, once).
 """
 
+import collections
 import functools
 import threading
 
 from grant_scheduler import checker
 from grant_scheduler import compute
 from grant_scheduler import exception
+from grant_scheduler import injection
 from grant_scheduler import reaper
 from grant_scheduler import scheduler
+from grant_scheduler import storage
 from grant_scheduler import validate
 from grant_scheduler import view as gs_view
 from grant_scheduler.db import api as db_api
 from grant_scheduler.db import migration
 from grant_scheduler.db import store as gs_store
+from grant_scheduler.resources import NOTHING
 from grant_scheduler.resources import Capacity
+from grant_scheduler.resources import HostState
 from grant_scheduler.resources import Resources
 from grant_scheduler.settings import Settings
 
 __all__ = [
     "Capacity",
     "ClaimRejected",
+    "Database",
     "DatabaseConfigError",
     "DatabaseError",
     "DatabaseUnavailable",
     "GrantScheduler",
     "GrantSchedulerError",
+    "Hooks",
+    "HostState",
     "InvalidRequest",
     "InvalidResources",
     "InvalidSettings",
+    "InvariantViolated",
+    "NOTHING",
     "NoValidHost",
     "Request",
     "Resources",
+    "SQLStore",
     "SchemaNewerThanCode",
     "SchemaNotMigrated",
+    "SchemaRevisions",
     "Selection",
     "Settings",
+    "Store",
     "UnknownHost",
     "View",
+    "schema_head",
 ]
 
+Database = db_api.Database
+Hooks = injection.Hooks
+Store = storage.Store
+SQLStore = gs_store.Store
 Request = scheduler.Request
 Selection = scheduler.Selection
 View = gs_view.View
@@ -75,10 +93,21 @@ DatabaseUnavailable = exception.DatabaseUnavailable
 InvalidRequest = exception.InvalidRequest
 InvalidResources = exception.InvalidResources
 InvalidSettings = exception.InvalidSettings
+InvariantViolated = exception.InvariantViolated
 NoValidHost = exception.NoValidHost
 SchemaNewerThanCode = exception.SchemaNewerThanCode
 SchemaNotMigrated = exception.SchemaNotMigrated
 UnknownHost = exception.UnknownHost
+
+SchemaRevisions = collections.namedtuple(
+    "SchemaRevisions", ["current", "head"]
+)
+
+
+def schema_head():
+    """The schema revision this code needs (``alembic upgrade head``'s)."""
+    return migration.head_revision()
+
 
 _RATIOS = (
     "cpu_allocation_ratio",
@@ -128,41 +157,39 @@ class GrantScheduler:
         hooks=None,
         rng=None,
         claim_lock=None,
+        store=None,
     ):
         """
-        :param database: a ``grant_scheduler.db.api.Database``.
+        :param database: a ``Database``.
         :param settings: a ``Settings`` (defaults to the option defaults).
         :param name: this scheduler's identity, written into its grants
             (default ``hostname:pid``).
-        :param hooks: ``injection.Hooks`` for tests; off by default.
+        :param hooks: ``Hooks`` for tests; off by default.
         :param rng: a ``random.Random`` for the choice among equals.
         :param claim_lock: ``lock(host, node)`` for the compute side.
+        :param store: a ``Store`` over ``database`` to read and write
+            through instead of the product's ``SQLStore`` (the benchmark's
+            baselines, and tests).
         :raises InvalidRequest: ``name`` is not a valid name.
         """
         name = validate.name("name", name, optional=True)
-        self._assemble(
-            database,
-            gs_store.Store(database),
-            settings,
-            name,
-            hooks,
-            rng,
-            claim_lock,
-        )
-
-    def _assemble(
-        self, database, store, settings, name, hooks, rng, claim_lock
-    ):
+        if store is not None and not isinstance(store, Store):
+            raise exception.InvalidRequest(
+                reason="store must be a grant_scheduler.api.Store"
+            )
         self.database = database
         self.settings = settings or Settings()
-        self._store = store
+        self.store = store if store is not None else SQLStore(database)
+        """The ``Store`` every call reads and writes through."""
         self._schema_checked = False
         self._schema_lock = threading.Lock()
         self._scheduler = scheduler.Scheduler(
-            store, self.settings, name=name, rng=rng, hooks=hooks
+            self.store, self.settings, name=name, rng=rng, hooks=hooks
         )
-        self._claims = compute.ClaimAgent(store, hooks=hooks, lock=claim_lock)
-        self._reaper = reaper.Reaper(store, self.settings)
+        self._claims = compute.ClaimAgent(
+            self.store, hooks=hooks, lock=claim_lock
+        )
+        self._reaper = reaper.Reaper(self.store, self.settings)
 
     @classmethod
     def from_url(cls, url, **kwargs):
@@ -189,6 +216,37 @@ class GrantScheduler:
     def check_schema(self):
         """Raise unless the schema is at this code's head revision."""
 
+    def schema_revisions(self):
+        """The database's schema revision and this code's head, as a
+        ``SchemaRevisions`` (``current`` is None on an empty database)."""
+        try:
+            return SchemaRevisions(
+                migration.current_revision(self.database),
+                migration.head_revision(),
+            )
+        except Exception as exc:
+            translated = db_api.translate_any(self.database, exc)
+            if translated is None:
+                raise
+            raise translated from exc
+
+    def upgrade_schema(self, revision="head"):
+        """Create or upgrade the schema to ``revision`` (alembic's names:
+        ``head``, a revision id or a unique prefix), under a lock that
+        serialises concurrent upgrades; what ``grant-scheduler-manage db
+        sync`` runs.
+
+        :raises InvalidRequest: ``revision`` is not one of this code's.
+        """
+        try:
+            migration.upgrade(self.database, revision)
+        except Exception as exc:
+            translated = db_api.translate_any(self.database, exc)
+            if translated is None:
+                raise
+            raise translated from exc
+        self._schema_checked = False
+
     # -- compute side ----------------------------------------------------
 
     @_edge
@@ -214,7 +272,7 @@ class GrantScheduler:
 
         :returns: the new node's id, or None when it existed.
         """
-        return self._store.register_host(
+        return self.store.register_host(
             *self._node(host, node),
             _capacity(capacity),
             used=self._used(used),
@@ -224,7 +282,7 @@ class GrantScheduler:
     @_edge
     def delete_host(self, host, node):
         """Forget a node, its grants and its claims; False if unknown."""
-        return self._store.delete_host(*self._node(host, node))
+        return self.store.delete_host(*self._node(host, node))
 
     @_edge
     def claim(
@@ -251,6 +309,26 @@ class GrantScheduler:
             request_id=validate.name("request_id", request_id, optional=True),
         )
 
+    def claim_instance(
+        self, instance_uuid, host, node, resources_of, request_id=None
+    ):
+        """Claim an arriving instance as every compute-side path does: by
+        its grant when it holds one there (the grant's amount, which is
+        what the scheduler promised), else by re-checking the node with
+        ``resources_of()``, called only then.
+
+        :returns: a ``storage.ClaimOutcome``.
+        :raises ClaimRejected: no grant, and it does not fit.
+        :raises UnknownHost: the node never reported.
+        """
+        try:
+            return self.claim(instance_uuid, host, node)
+        except exception.ClaimRejected:
+            pass  # no grant of its own: re-check with its amount
+        return self.claim(
+            instance_uuid, host, node, resources_of(), request_id=request_id
+        )
+
     @_edge
     def correct_claims(self, host, node, amounts, releases=()):
         """Make a node's claims what runs there (Nova's records, say).
@@ -275,7 +353,7 @@ class GrantScheduler:
             )
             for uuid, amount in dict(amounts).items()
         }
-        return self._store.correct_claims(
+        return self.store.correct_claims(
             host,
             node,
             checked,
@@ -286,7 +364,7 @@ class GrantScheduler:
     def claims(self, host=None):
         """Every claim (on ``host`` only, when given), as
         ``storage.ClaimRow``s ordered by host, node and instance."""
-        return self._store.claim_rows(
+        return self.store.claim_rows(
             validate.name("host", host, optional=True)
         )
 
@@ -315,7 +393,7 @@ class GrantScheduler:
     def withdraw_instance(self, instance_uuid):
         """Withdraw every live grant of an instance that is being scheduled
         again (its earlier destination failed); how many there were."""
-        return self._store.withdraw_instance(
+        return self.store.withdraw_instance(
             validate.instance_uuid(instance_uuid)
         )
 
@@ -332,7 +410,7 @@ class GrantScheduler:
     @_edge
     def granted_by_node(self):
         """``{(host, node): Resources}`` promised by live grants."""
-        return self._store.granted_by_node()
+        return self.store.granted_by_node()
 
     @property
     def counters(self):
@@ -348,12 +426,12 @@ class GrantScheduler:
     @_edge
     def hosts(self):
         """Per-node capacity, usage, live grants and claims."""
-        return self._store.host_reports()
+        return self.store.host_reports()
 
     @_edge
     def grants(self, host=None):
         """Every grant row, optionally on one host."""
-        return self._store.grant_rows(
+        return self.store.grant_rows(
             validate.name("host", host, optional=True)
         )
 
@@ -365,9 +443,9 @@ class GrantScheduler:
         statement, so its figures are one consistent snapshot under load.
         """
         return checker.check(
-            self._store.host_reports(),
-            self._store.grant_rows(),
-            self._store.orphan_claims(),
+            self.store.host_reports(),
+            self.store.grant_rows(),
+            self.store.orphan_claims(),
             quiescent=quiescent,
         )
 

@@ -1,78 +1,8 @@
 """Exceptions raised by grant_scheduler.
 
 Each message says what was wrong, with the offending value, and what to do.
-Messages never contain a database password (see ``mask_url``).
+Messages never contain a database password (see ``urls.mask``).
 """
-
-import re
-
-_SCHEME = re.compile(r"[A-Za-z][\w+.-]*://")
-# NOTE: query parameters that carry a credential (PyMySQL and libpq take
-# ?password=..., other drivers a token or a key).
-_SECRET_QUERY = re.compile(
-    r"(?i)([?&;][^=&;#?]*(?:pass|pwd|secret|token|credential|api_?key)"
-    r"[^=&;#?]*=)[^&;#]*"
-)
-_DELIMITERS = re.compile(r"[/?#]")
-_HOST_PORT = re.compile(r"(\[[^\]]*\]|[^:]*)(?::(.*))?", re.S)
-
-
-def _port_of(hostport):
-    """The port text of ``host[:port]``, None when there is no port."""
-    return _HOST_PORT.fullmatch(hostport).group(2)
-
-
-def _split_authority(rest):
-    """Split what follows ``scheme://`` into ``(userinfo, after, clean)``.
-
-    ``userinfo`` is None when the URL names no user.  ``clean`` is False
-    when the user name or password holds a raw ``@``, ``/``, ``?`` or
-    ``#``; the split is then made at the last ``@``, so that whatever the
-    password holds stays on the masked side.
-    """
-    first_at = rest.find("@")
-    if first_at < 0 or rest.startswith("/"):
-        return None, rest, True
-    delimiter = _DELIMITERS.search(rest)
-    if delimiter is not None and delimiter.start() < first_at:
-        # NOTE: the first "@" comes after a "/", "?" or "#": it is part of
-        # the database name or the query ("host/db@x"), unless a "user:"
-        # comes before that delimiter ("user:pa/ss@host"), which SQLAlchemy
-        # reads as a password holding it.
-        if ":" not in rest[: delimiter.start()]:
-            return None, rest, True
-    elif "@" not in _DELIMITERS.split(rest[first_at + 1 :], maxsplit=1)[0]:
-        return rest[:first_at], rest[first_at + 1 :], True
-    last_at = rest.rfind("@")
-    return rest[:last_at], rest[last_at + 1 :], False
-
-
-def mask_url(url):
-    """Return ``url`` with every credential in it replaced by ``***``.
-
-    Masks the password, query parameters that carry one
-    (``?password=...``) and a port that is not a number (it may be a
-    password that lost its ``@``).  Works on the text alone, so a malformed
-    URL, which is exactly the kind that gets printed, is masked too: when
-    the password holds a raw ``@``, ``/``, ``?`` or ``#`` everything up to
-    the last ``@`` is masked.
-    """
-    if url is None:
-        return None
-    text = _SECRET_QUERY.sub(r"\1***", str(url))
-    scheme = _SCHEME.match(text)
-    prefix = scheme.group(0) if scheme else ""
-    userinfo, after, clean = _split_authority(text[len(prefix) :])
-    if userinfo is not None:
-        user, colon, _password = userinfo.partition(":")
-        prefix += (user + ":***@") if colon or not clean else userinfo + "@"
-    end = _DELIMITERS.search(after)
-    cut = end.start() if end else len(after)
-    hostport = after[:cut]
-    port = _port_of(hostport)
-    if port is not None and not port.isdigit():
-        hostport = hostport[: len(hostport) - len(port)] + "***"
-    return prefix + hostport + after[cut:]
 
 
 class GrantSchedulerError(Exception):

@@ -18,6 +18,7 @@ import tqdm
 
 from grant_scheduler import exception
 from grant_scheduler import settings
+from grant_scheduler import urls
 from grant_scheduler.bench import metrics
 from grant_scheduler.bench import placement_api
 from grant_scheduler.bench import plot
@@ -164,7 +165,7 @@ def _output_dir(text):
 
 
 def _db_url(text):
-    masked = exception.mask_url(text)
+    masked = urls.mask(text)
     try:
         db_conf.check_url(text)
     except exception.GrantSchedulerError as exc:
@@ -176,7 +177,7 @@ def _db_url(text):
         sa.create_engine(url).dispose()
     except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as exc:
         raise argparse.ArgumentTypeError(
-            "%s: %s" % (masked, exception.mask_url(str(exc)))
+            "%s: %s" % (masked, urls.mask(str(exc)))
         )
     except ImportError as exc:
         raise argparse.ArgumentTypeError(
@@ -386,7 +387,7 @@ def main(argv=None):
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=2)
     if args.plot:
-        plot.write(rows, args.plot, title=exception.mask_url(url))
+        plot.write(rows, args.plot, title=urls.mask(url))
     return 1 if failed else 0
 
 

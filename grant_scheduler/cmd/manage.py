@@ -23,17 +23,15 @@ import sys
 import urllib.parse
 
 from oslo_config import cfg
-from oslo_db import exception as db_exc
 from oslo_log import log as logging
 
 from alembic import util as alembic_util
+from grant_scheduler import api
 from grant_scheduler import conf as gs_conf
-from grant_scheduler import exception
 from grant_scheduler import settings as gs_settings
+from grant_scheduler import urls
 from grant_scheduler.cmd import table
 from grant_scheduler.conf import database as db_conf
-from grant_scheduler.db import api as db_api
-from grant_scheduler.db import migration
 
 LOG = logging.getLogger(__name__)
 
@@ -51,18 +49,7 @@ class Scrubber:
 
     def add_url(self, url):
         """Remember the password and credential query values of ``url``."""
-        if not url:
-            return
-        text = str(url)
-        scheme = exception._SCHEME.match(text)
-        rest = text[scheme.end() :] if scheme else text
-        userinfo, _after, _clean = exception._split_authority(rest)
-        candidates = []
-        if userinfo is not None and ":" in userinfo:
-            candidates.append(userinfo.partition(":")[2])
-        for match in exception._SECRET_QUERY.finditer(text):
-            candidates.append(text[match.end(1) : match.end()])
-        for candidate in candidates:
+        for candidate in urls.secrets(url):
             for form in (
                 candidate,
                 urllib.parse.unquote(candidate),
@@ -91,13 +78,6 @@ class Run:
         self.conf = conf
         self.connection = connection
         self.from_default = from_default
-        self._database = None
-
-    def translate(self, exc):
-        """The project's exception for a database error, else ``exc``."""
-        if self._database is None:
-            return exc
-        return db_api.translate(self._database, exc) or exc
 
     @property
     def command(self):
@@ -105,7 +85,7 @@ class Run:
 
     def describe(self):
         """The database in words: masked URL and where it came from."""
-        text = exception.mask_url(self.connection)
+        text = urls.mask(self.connection)
         if self.from_default:
             return (
                 "%s (the built-in default: no configuration file was found; "
@@ -113,33 +93,29 @@ class Run:
             )
         return "%s (%s)" % (text, db_conf.connection_source(self.conf))
 
-    def database(self, create=False):
-        """The ``Database``; without ``create`` a missing SQLite file is
-        reported instead of created."""
-        database = self._database = db_api.Database.from_conf(self.conf)
-        path = database.url.database
+    def grant_scheduler(self, create=False):
+        """A ``GrantScheduler`` over the configured database; without
+        ``create`` a missing SQLite file is reported instead of created."""
+        gs = api.GrantScheduler.from_conf(self.conf)
+        url = gs.database.url
         if (
             not create
-            and database.dialect_name == "sqlite"
-            and path
-            and path != ":memory:"
-            and not os.path.exists(path)
+            and url.get_backend_name() == "sqlite"
+            and url.database
+            and url.database != ":memory:"
+            and not os.path.exists(url.database)
         ):
-            raise exception.SchemaNotMigrated(
-                url=exception.mask_url(self.connection),
+            raise api.SchemaNotMigrated(
+                url=urls.mask(self.connection),
                 current="none (the SQLite file %s does not exist; nothing "
-                "was created)" % os.path.abspath(path),
-                head=migration.head_revision(),
+                "was created)" % os.path.abspath(url.database),
+                head=api.schema_head(),
             )
-        return database
+        return gs
 
     def api(self):
-        from grant_scheduler import api
-
-        gs = api.GrantScheduler(
-            self.database(),
-            settings=gs_settings.Settings.from_conf(self.conf),
-        )
+        """The ``GrantScheduler``, its schema checked."""
+        gs = self.grant_scheduler()
         gs.check_schema()
         return gs
 
@@ -148,19 +124,19 @@ class Run:
 
 
 def db_sync(run):
-    database = run.database(create=True)
-    migration.upgrade(database, run.command.revision)
+    gs = run.grant_scheduler(create=True)
+    gs.upgrade_schema(run.command.revision)
     print(
         "Database %s is at revision %s."
-        % (_printable(run.describe()), migration.current_revision(database))
+        % (_printable(run.describe()), gs.schema_revisions().current)
     )
 
 
 def db_version(run):
-    database = run.database()
-    current = migration.current_revision(database)
+    gs = run.grant_scheduler()
+    current = gs.schema_revisions().current
     if current is None:
-        migration.check_schema(database)
+        gs.check_schema()
     print(current)
     run.done()
 
@@ -272,7 +248,7 @@ def check(run):
             [(v.invariant, v.host, v.node, v.detail) for v in violations],
         )
     )
-    raise exception.InvariantViolated(count=len(violations))
+    raise api.InvariantViolated(count=len(violations))
 
 
 def _add_db_parsers(subparsers):
@@ -399,19 +375,13 @@ def _error(text, conf=None):
     return EXIT_ERROR
 
 
-def _one_line(exc):
-    if isinstance(exc, exception.GrantSchedulerError):
-        return str(exc)
-    return migration.error_line(exc)
-
-
 def main(argv=None, conf=None):
     conf = conf if conf is not None else cfg.CONF
     argv = sys.argv[1:] if argv is None else argv
     scrub = Scrubber()
     try:
         _load(argv, conf)
-    except (exception.GrantSchedulerError, cfg.Error) as exc:
+    except (api.GrantSchedulerError, cfg.Error) as exc:
         line = scrub(exc)
         try:
             # NOTE: to write the line to --log-file too, when the files
@@ -429,23 +399,18 @@ def main(argv=None, conf=None):
         )
     try:
         run = _run(conf)
-    except exception.GrantSchedulerError as exc:
+    except api.GrantSchedulerError as exc:
         return _error(scrub(exc), conf)
     try:
         conf.command.handler(run)
     except Exception as exc:  # noqa: BLE001 - one line, never a traceback
         if conf.debug:
             LOG.exception("Command failed")
-        exc = run.translate(exc)
         if isinstance(
             exc,
-            (
-                exception.GrantSchedulerError,
-                db_exc.DBError,
-                alembic_util.CommandError,
-            ),
+            (api.GrantSchedulerError, alembic_util.CommandError),
         ):
-            line = _one_line(exc)
+            line = str(exc)
             if run.from_default:
                 line += " [database: %s]" % run.describe()
             return _error(scrub(line), conf)

@@ -16,13 +16,13 @@ built-in SQLite default where it would be silently wrong.
 import copy
 import difflib
 import os
-import re
 
 from oslo_config import cfg
 from oslo_config import types as cfg_types
 from oslo_db import options as oslo_db_options
 
 from grant_scheduler import exception
+from grant_scheduler import urls
 from grant_scheduler.conf import types
 
 GROUP_NAME = "grant_scheduler_database"
@@ -203,37 +203,6 @@ DOLLAR_REASON = (
 )
 
 
-def url_problem(url):
-    """Why ``url``'s user name, password or port cannot be read, or None.
-
-    Never quotes any part of the URL: a raw character in a password leaves
-    fragments of it where SQLAlchemy looks for the host or the port.  The
-    URL is split as ``exception.mask_url`` splits it.
-    """
-    text = str(url)
-    scheme = exception._SCHEME.match(text)
-    if scheme is None:
-        return (
-            "it does not start with a scheme such as mysql+pymysql:// or "
-            "postgresql+psycopg2://"
-        )
-    userinfo, after, clean = exception._split_authority(text[scheme.end() :])
-    if not clean or (
-        userinfo is not None and re.search(r"%(?![0-9A-Fa-f]{2})", userinfo)
-    ):
-        return (
-            "the user name or password holds a character that must be "
-            "percent-encoded in a URL (write @ as %40, : as %3A, / as %2F, "
-            "? as %3F, # as %23 and % as %25; in Python "
-            "urllib.parse.quote(password, safe='') does it)"
-        )
-    hostport = exception._DELIMITERS.split(after, maxsplit=1)[0]
-    port = exception._port_of(hostport)
-    if port is not None and not port.isdigit():
-        return "its port is not a number"
-    return None
-
-
 def check_url(url):
     """Raise ``DatabaseConfigError`` when ``url`` cannot be read safely.
 
@@ -242,11 +211,9 @@ def check_url(url):
     """
     if not url:
         return
-    problem = url_problem(url)
+    problem = urls.problem(url)
     if problem is not None:
-        raise exception.DatabaseConfigError(
-            url=exception.mask_url(url), reason=problem
-        )
+        raise exception.DatabaseConfigError(url=urls.mask(url), reason=problem)
 
 
 def config_files(conf):

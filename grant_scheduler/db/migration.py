@@ -28,6 +28,7 @@ from alembic import config as alembic_config
 from alembic import script as alembic_script
 from alembic import util as alembic_util
 from grant_scheduler import exception
+from grant_scheduler import urls
 from grant_scheduler.db import api as db_api
 
 try:
@@ -83,7 +84,7 @@ def _config(database):
 
 
 def _safe_url(database):
-    return exception.mask_url(database.safe_url)
+    return urls.mask(database.safe_url)
 
 
 def head_revision():

@@ -13,7 +13,6 @@ instance's flavour is re-checked against usage plus live grants.
 
 from oslo_log import log as logging
 
-from grant_scheduler import exception
 from grant_scheduler.nova import compat
 
 LOG = logging.getLogger(__name__)
@@ -62,12 +61,8 @@ def claim(gs, instance_uuid, host, node, resources_of, request_id=None):
     :raises ClaimRejected: no grant, and it does not fit.
     :raises UnknownHost: the node never reported.
     """
-    try:
-        return gs.claim(instance_uuid, host, node)
-    except exception.ClaimRejected:
-        pass  # no grant of its own: re-check with its flavour
-    return gs.claim(
-        instance_uuid, host, node, resources_of(), request_id=request_id
+    return gs.claim_instance(
+        instance_uuid, host, node, resources_of, request_id=request_id
     )
 
 

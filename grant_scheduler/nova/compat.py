@@ -11,11 +11,7 @@ import math
 
 from oslo_config import cfg
 
-from grant_scheduler import exception
-from grant_scheduler.resources import DIMENSIONS
-from grant_scheduler.resources import NOTHING
-from grant_scheduler.resources import Capacity
-from grant_scheduler.resources import Resources
+from grant_scheduler import api
 
 
 def nova_module(name):
@@ -92,7 +88,7 @@ def flavor_resources(flavor, is_bfv=False):
     in Nova's scheduler accounting).  A server booted from a volume has
     its root disk on the volume, so only its ephemeral disk is local."""
     root_gb = 0 if is_bfv else field(flavor, "root_gb", 0)
-    return Resources(
+    return api.Resources(
         vcpus=field(flavor, "vcpus", 0),
         memory_mb=field(flavor, "memory_mb", 0),
         disk_gb=root_gb + field(flavor, "ephemeral_gb", 0),
@@ -135,10 +131,10 @@ def reserved_from_conf(conf):
         except (cfg.NoSuchOptError, KeyError):
             value = 0
         amounts[name] = int(math.ceil(value / per_unit))
-    return Resources(**amounts)
+    return api.Resources(**amounts)
 
 
-def capacity_of(host_state, reserved=NOTHING):
+def capacity_of(host_state, reserved=api.NOTHING):
     """The ``Capacity`` of a Nova HostState.
 
     ``reserved`` (``reserved_from_conf``) is the host's own share: Nova
@@ -146,12 +142,12 @@ def capacity_of(host_state, reserved=NOTHING):
     reserved, so usage is the instances alone.  An unset allocation ratio
     is taken as 1.0 (no overcommit) rather than guessed.
     """
-    total = Resources(
+    total = api.Resources(
         vcpus=host_state.vcpus_total,
         memory_mb=host_state.total_usable_ram_mb,
         disk_gb=host_state.total_usable_disk_gb,
     )
-    return Capacity(
+    return api.Capacity(
         total=total,
         reserved=_at_most(reserved, total),
         cpu_allocation_ratio=host_state.cpu_allocation_ratio or 1.0,
@@ -160,12 +156,12 @@ def capacity_of(host_state, reserved=NOTHING):
     )
 
 
-def current_usage(host_state, reserved=NOTHING):
+def current_usage(host_state, reserved=api.NOTHING):
     """What a HostState counts as used now, including what this very
     request has consumed from it (``consume_from_request`` lowers free
     RAM and free disk), less the host's reserved share."""
     return _not_below_zero(
-        Resources(
+        api.Resources(
             vcpus=host_state.vcpus_used,
             memory_mb=host_state.total_usable_ram_mb - host_state.free_ram_mb,
             disk_gb=host_state.total_usable_disk_gb
@@ -176,12 +172,13 @@ def current_usage(host_state, reserved=NOTHING):
 
 
 def _not_below_zero(amount):
-    return Resources(*(max(0, getattr(amount, n)) for n in DIMENSIONS))
+    return api.Resources(**{n: max(0, v) for n, v in amount.as_dict().items()})
 
 
 def _at_most(amount, limit):
-    return Resources(
-        *(min(getattr(amount, n), getattr(limit, n)) for n in DIMENSIONS)
+    bound = limit.as_dict()
+    return api.Resources(
+        **{n: min(v, bound[n]) for n, v in amount.as_dict().items()}
     )
 
 
@@ -204,7 +201,7 @@ def no_valid_host(reason):
     """Nova's ``NoValidHost`` (what the conductor expects), or ours."""
     module = nova_module("exception")
     if module is None:
-        return exception.NoValidHost("No valid host was found. %s" % reason)
+        return api.NoValidHost("No valid host was found. %s" % reason)
     return module.NoValidHost(reason=reason)
 
 

@@ -36,8 +36,7 @@ claims with Nova's records (``reconcile``).
 from oslo_log import log as logging
 from oslo_service import periodic_task
 
-from grant_scheduler import exception
-from grant_scheduler import scheduler
+from grant_scheduler import api
 from grant_scheduler.nova import compat
 from grant_scheduler.nova import registry
 from grant_scheduler.nova import service
@@ -303,7 +302,7 @@ class GrantSchedulerDriver:
             alternates = max(0, max_attempts - 1)
         try:
             request = _request(context, spec_obj, call, alternates)
-        except exception.GrantSchedulerError as exc:
+        except api.GrantSchedulerError as exc:
             raise compat.no_valid_host(str(exc)) from exc
         gs = self.grant_scheduler
         if _is_reschedule(spec_obj):
@@ -311,7 +310,7 @@ class GrantSchedulerDriver:
         request_view = self._view(gs, context, spec_obj, request)
         try:
             selections = gs.schedule_request(request, view=request_view)
-        except exception.NoValidHost as exc:
+        except api.NoValidHost as exc:
             rejected_by = getattr(request_view, "rejected_by", None)
             if rejected_by:
                 raise compat.no_valid_host(
@@ -409,7 +408,7 @@ def _request(context, spec_obj, call, alternates):
         first = compat.field(spec_obj, "instance_uuid")
         instance_uuids = [first] + [None] * (count - 1)
     amount = compat.spec_resources(spec_obj)
-    return scheduler.Request.build(
+    return api.Request.build(
         amount.vcpus,
         amount.memory_mb,
         amount.disk_gb,

@@ -17,14 +17,14 @@ are read once per request, in one statement, not once per host.
 from nova.scheduler import filters
 from oslo_log import log as logging
 
+from grant_scheduler import api
 from grant_scheduler.nova import compat
 from grant_scheduler.nova import service
-from grant_scheduler.resources import NOTHING
 
 LOG = logging.getLogger(__name__)
 
 
-def free_after_grants(host_state, granted, reserved=NOTHING):
+def free_after_grants(host_state, granted, reserved=api.NOTHING):
     """What Nova's HostState has left once ``granted`` is promised away,
     within its allocation ratios and less the host's reserved share
     (``compat.capacity_of``); what this request has already consumed
@@ -45,7 +45,7 @@ class GrantsFilter(filters.BaseHostFilter):
             self._lazy.set(grant_scheduler)
         self._spec = None
         self._granted = {}
-        self._reserved = NOTHING
+        self._reserved = api.NOTHING
 
     def _granted_for(self, spec_obj):
         # NOTE: Nova calls host_passes once per host with the same spec
@@ -58,7 +58,7 @@ class GrantsFilter(filters.BaseHostFilter):
 
     def host_passes(self, host_state, spec_obj):
         granted = self._granted_for(spec_obj).get(
-            (host_state.host, host_state.nodename), NOTHING
+            (host_state.host, host_state.nodename), api.NOTHING
         )
         wanted = compat.spec_resources(spec_obj)
         free = free_after_grants(host_state, granted, self._reserved)

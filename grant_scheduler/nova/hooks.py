@@ -30,7 +30,7 @@ import sys
 from oslo_concurrency import lockutils
 from oslo_log import log as logging
 
-from grant_scheduler import exception
+from grant_scheduler import api
 from grant_scheduler.nova import claims
 from grant_scheduler.nova import compat
 from grant_scheduler.nova import service
@@ -106,7 +106,7 @@ def claim_for_build(
             lambda: claims.instance_resources(context, instance, bdms),
             request_id=request_id,
         )
-    except (exception.ClaimRejected, exception.UnknownHost) as exc:
+    except (api.ClaimRejected, api.UnknownHost) as exc:
         raise compat.FatalHookException(str(exc)) from exc
     except Exception:
         LOG.exception(

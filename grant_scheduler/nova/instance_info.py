@@ -27,7 +27,7 @@ import threading
 
 from oslo_log import log as logging
 
-from grant_scheduler import exception
+from grant_scheduler import api
 from grant_scheduler.nova import claims
 
 LOG = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ class InstanceInfoClaims:
                         candidate,
                     )
                     return True
-            except exception.GrantSchedulerError:
+            except api.GrantSchedulerError:
                 LOG.exception(
                     "Could not release instance %s from %s/%s",
                     instance_uuid,
@@ -134,7 +134,7 @@ class InstanceInfoClaims:
                 return
         try:
             held = {(c.instance_uuid, c.node) for c in self._gs().claims(host)}
-        except exception.GrantSchedulerError:
+        except api.GrantSchedulerError:
             LOG.exception("Could not read the claims of host %s", host)
             return
         with self._lock:
@@ -152,7 +152,7 @@ class InstanceInfoClaims:
             self._gs().correct_claims(
                 host, node, {instance.uuid: resources_of(context, instance)}
             )
-        except exception.GrantSchedulerError:
+        except api.GrantSchedulerError:
             LOG.exception(
                 "Could not count instance %s on %s/%s",
                 instance.uuid,
@@ -200,13 +200,13 @@ class InstanceInfoClaims:
                 node,
                 lambda: resources_of(context, instance),
             )
-        except exception.ClaimRejected as exc:
+        except api.ClaimRejected as exc:
             if not self._count_anyway(
                 context, host, node, instance, resources_of, exc
             ):
                 return None
             outcome = None
-        except exception.GrantSchedulerError:
+        except api.GrantSchedulerError:
             LOG.exception(
                 "Could not claim instance %s on %s/%s",
                 instance_uuid,

@@ -14,7 +14,7 @@ touching usage.
 
 from oslo_log import log as logging
 
-from grant_scheduler import exception
+from grant_scheduler import api
 from grant_scheduler.nova import compat
 
 LOG = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ class NodeRegistry:
             self._gs().report_host(
                 host, node, capacity, node_uuid=host_state.uuid
             )
-        except exception.InvalidResources as exc:
+        except api.InvalidResources as exc:
             LOG.warning("Compute node %s/%s not updated: %s", host, node, exc)
             return False
         LOG.info(
@@ -110,7 +110,7 @@ class NodeRegistry:
                     state.node,
                     capacity,
                 )
-            except exception.InvalidResources as exc:
+            except api.InvalidResources as exc:
                 LOG.warning(
                     "Capacity of %s/%s not updated: %s",
                     state.host,
@@ -124,7 +124,7 @@ class NodeRegistry:
             created = self._gs().register_host(
                 host, node, capacity, node_uuid=host_state.uuid
             )
-        except exception.InvalidResources as exc:
+        except api.InvalidResources as exc:
             self._refused[(host, node)] = capacity
             LOG.warning(
                 "Compute node %s/%s not scheduled by grant_scheduler: %s",

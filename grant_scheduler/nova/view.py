@@ -23,9 +23,9 @@ import dataclasses
 
 from oslo_config import cfg
 
+from grant_scheduler import api
 from grant_scheduler import view as gs_view
 from grant_scheduler.nova import compat
-from grant_scheduler.resources import NOTHING
 
 # NOTE: Nova 15 moved these options into [filter_scheduler] and [scheduler];
 # 13 and 14 read them from [DEFAULT] under the older names.
@@ -165,7 +165,7 @@ class NovaView(gs_view.View):
         )
         host_state = self._private_copy(key)
         host_state.consume_from_request(self._spec)
-        self._applied[key] = self._applied.get(key, NOTHING) + amount
+        self._applied[key] = self._applied.get(key, api.NOTHING) + amount
         self._add_to_group(host_state)
         self._chosen.append(key)
         self._last_ranking = self._ranking[1] if self._ranking else ()
@@ -175,7 +175,7 @@ class NovaView(gs_view.View):
 
     def _subtract_grants(self, state):
         key = (state.host, state.node)
-        delta = state.granted - self._applied.get(key, NOTHING)
+        delta = state.granted - self._applied.get(key, api.NOTHING)
         host_state = self._nova[key]
         host_state.free_ram_mb -= delta.memory_mb
         host_state.free_disk_mb -= delta.disk_gb * 1024

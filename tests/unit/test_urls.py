@@ -1,8 +1,9 @@
-"""exception.mask_url and conf.database's URL checks, on text alone."""
+"""urls.mask and urls.problem: database URLs judged on their text alone."""
 
 import urllib.parse
 
 from grant_scheduler import exception
+from grant_scheduler import urls
 from grant_scheduler.conf import database as db_conf
 from grant_scheduler.db import sa_compat
 from tests import base
@@ -21,13 +22,13 @@ PIECES = ("Left1xq", "Right2zw")
 
 class TestMaskUrl(base.TestCase):
     def assertMasked(self, url, *shown):
-        masked = exception.mask_url(url)
+        masked = urls.mask(url)
         for piece in PIECES:
             self.assertNotIn(piece, masked, url)
         for text in shown:
             self.assertIn(text, masked, url)
         # Masking is idempotent.
-        self.assertEqual(masked, exception.mask_url(masked))
+        self.assertEqual(masked, urls.mask(masked))
         return masked
 
     def test_encoded_passwords(self):
@@ -87,14 +88,12 @@ class TestMaskUrl(base.TestCase):
             "not a url at all",
         ):
             with self.subTest(url=url):
-                self.assertEqual(url, exception.mask_url(url))
-        self.assertIsNone(exception.mask_url(None))
+                self.assertEqual(url, urls.mask(url))
+        self.assertIsNone(urls.mask(None))
 
     def test_url_objects(self):
         url = sa_compat.make_url("mysql+pymysql://gs:Left1xqRight2zw@db/gs")
-        self.assertEqual(
-            "mysql+pymysql://gs:***@db/gs", exception.mask_url(url)
-        )
+        self.assertEqual("mysql+pymysql://gs:***@db/gs", urls.mask(url))
 
 
 class TestUrlProblem(base.TestCase):
@@ -103,7 +102,7 @@ class TestUrlProblem(base.TestCase):
             with self.subTest(char=char):
                 encoded = urllib.parse.quote(password_with(char), safe="")
                 url = "mysql+pymysql://gs:%s@127.0.0.1:3306/gs" % encoded
-                self.assertIsNone(db_conf.url_problem(url))
+                self.assertIsNone(urls.problem(url))
                 db_conf.check_url(url)
                 parsed = sa_compat.make_url(url)
                 self.assertEqual(password_with(char), parsed.password)
@@ -112,7 +111,7 @@ class TestUrlProblem(base.TestCase):
         for char in ("@", "/", "?", "#", "%", "@:", ":@", "/:", "%4"):
             url = "mysql+pymysql://gs:%s@127.0.0.1/gs" % password_with(char)
             with self.subTest(char=char):
-                self.assertIn("percent-encoded", db_conf.url_problem(url))
+                self.assertIn("percent-encoded", urls.problem(url))
                 with self.assertRaises(
                     exception.DatabaseConfigError
                 ) as caught:
@@ -125,7 +124,7 @@ class TestUrlProblem(base.TestCase):
         for char in (":", "&", " ", "'", '"', "!", "*"):
             url = "mysql+pymysql://gs:%s@127.0.0.1/gs" % password_with(char)
             with self.subTest(char=char):
-                self.assertIsNone(db_conf.url_problem(url))
+                self.assertIsNone(urls.problem(url))
                 self.assertEqual(
                     password_with(char), sa_compat.make_url(url).password
                 )
@@ -134,12 +133,10 @@ class TestUrlProblem(base.TestCase):
         for port in ("abc", "3306x", "-1"):
             url = "mysql+pymysql://gs:pw@127.0.0.1:%s/gs" % port
             with self.subTest(port=port):
-                self.assertEqual(
-                    "its port is not a number", db_conf.url_problem(url)
-                )
+                self.assertEqual("its port is not a number", urls.problem(url))
 
     def test_no_scheme(self):
-        self.assertIn("scheme", db_conf.url_problem("gs:pw@db.example.org/gs"))
+        self.assertIn("scheme", urls.problem("gs:pw@db.example.org/gs"))
 
     def test_good_urls(self):
         for url in (
@@ -153,6 +150,6 @@ class TestUrlProblem(base.TestCase):
             "postgresql:///gs?host=/run/postgresql",
         ):
             with self.subTest(url=url):
-                self.assertIsNone(db_conf.url_problem(url))
+                self.assertIsNone(urls.problem(url))
         db_conf.check_url("")
         db_conf.check_url(None)
