@@ -8,13 +8,32 @@ nova-scheduler forks its workers opens no connection in the parent (H9).
 Transactions are short and explicit: ``with db.writer() as conn`` and
 ``with db.reader() as conn`` yield a SQLAlchemy Core connection inside one
 transaction; a writer commits when the block ends, a reader is rolled back
-(it wrote nothing).  ``db.transactional(fn)`` runs ``fn(conn, ...)`` in one
-and retries it with ``oslo_db.api.wrap_db_retry``, above the transaction, so
-a deadlock, a Galera certification failure, a lost connection or a lost
+(it wrote nothing).
+
+Each function of SQL that is a transaction of its own says so where it is
+defined, as placement's ``@wrap_db_retry`` over ``@...writer`` does::
+
+    @db_api.writer
+    def take(db, conn, host_ids, ask, taken, before_commit=None):
+        ...
+
+    grants.take(database, host_ids, ask, taken)   # one retried transaction
+
+``writer`` and ``reader`` take the ``Database`` as the function's first
+argument, open one transaction on it and pass its connection second, and
+retry the whole with ``oslo_db.api.wrap_db_retry``, above the transaction,
+so a deadlock, a Galera certification failure, a lost connection or a lost
 conditional update (``RetryRequest``) is tried again in a fresh transaction
-(H8).  The retry policy is ``[grant_scheduler_database] db_max_retries`` and
-friends.  The engine is started *outside* the retries: a database that is
-unreachable from the start fails at once instead of after every retry.
+(H8).  The retry policy is the ``Database``'s, from
+``[grant_scheduler_database] db_max_retries`` and friends.  The engine is
+started *outside* the retries: a database that is unreachable from the
+start fails at once instead of after every retry.  A function that runs
+inside another one's transaction is a plain ``(conn, ...)`` function.
+
+One ``Database`` (one enginefacade, one pool) serves a process per URL and
+options: ``Database.shared`` and ``Database.shared_from_conf`` hand out the
+same object to every caller of this process, and a new one in a child
+after a fork.
 
 Errors leave this module as oslo.db raised them; ``grant_scheduler.api``
 translates them once, at the edge, into the project's exceptions.
@@ -34,6 +53,11 @@ SQLite
 
 import contextlib
 import contextvars
+import functools
+import inspect
+import os
+import threading
+import weakref
 
 import sqlalchemy as sa
 from oslo_db import api as oslo_db_api
@@ -207,6 +231,56 @@ def _with_mysql_charset(url):
     )
 
 
+def writer(fn):
+    """Make ``fn(db, conn, *args)`` one read-write transaction, retried.
+
+    The result is called as ``fn(db, *args)``: on each try a transaction
+    is opened with ``db.writer()`` and its connection passed after ``db``;
+    it commits when ``fn`` returns.  Deadlocks, lost connections, the
+    errors of ``_is_retryable`` and a ``RetryRequest`` (``rows.LostUpdate``)
+    start it again in a fresh transaction, by ``db``'s retry policy.  The
+    engine starts before the first try, outside the retries.
+    """
+    return _transactional(fn, True)
+
+
+def reader(fn):
+    """``writer`` for a function that only reads: its transaction is a
+    new ``db.reader()`` on each try, rolled back at its end."""
+    return _transactional(fn, False)
+
+
+def _transactional(fn, write):
+    @functools.wraps(fn)
+    def call(db, *args, **kwargs):
+        return db.run(fn, write, args, kwargs)
+
+    signature = inspect.signature(fn)
+    params = list(signature.parameters.values())
+    call.__signature__ = signature.replace(parameters=params[:1] + params[2:])
+    call.transaction = "writer" if write else "reader"
+    return call
+
+
+_SHARED = weakref.WeakValueDictionary()
+_SHARED_LOCK = threading.Lock()
+
+
+def _after_fork_in_child():
+    # NOTE: a fork while another thread held the lock would leave it held
+    # for ever in the child.
+    global _SHARED_LOCK
+    _SHARED_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _frozen(mapping):
+    return repr(sorted((mapping or {}).items()))
+
+
 class Database:
     """grant_scheduler's database: a private enginefacade and its engine."""
 
@@ -246,6 +320,7 @@ class Database:
             jitter=True,
             **(retry_policy or db_conf.retry_policy()),
         )
+        self._retried = self._retry(self._in_transaction)
         engine_options = {k: v for k, v in engine_options.items()}
         wsrep_sync_wait = engine_options.get("mysql_wsrep_sync_wait")
         if "mysql_wsrep_sync_wait" not in _OSLO_DB_OPTIONS:
@@ -264,6 +339,39 @@ class Database:
     @classmethod
     def from_conf(cls, conf):
         """Build from ``[grant_scheduler_database]`` of ``conf``."""
+        connection, retry_policy, options = cls._conf_arguments(conf)
+        return cls(connection, retry_policy=retry_policy, **options)
+
+    @classmethod
+    def shared(cls, connection, retry_policy=None, **engine_options):
+        """This process's one ``Database`` for these arguments.
+
+        Every caller of a process with the same URL, retry policy and
+        engine options gets the same object, and so one enginefacade and
+        one connection pool (Nova's driver, filter, hooks and host manager
+        each build a ``GrantScheduler``).  A child process after a fork
+        gets a new one: a pool is never shared across processes (H9).  An
+        object nobody holds any more is forgotten.
+        """
+        key = (os.getpid(), connection, _frozen(retry_policy))
+        key += (_frozen(engine_options),)
+        with _SHARED_LOCK:
+            database = _SHARED.get(key)
+            if database is None:
+                database = cls(
+                    connection, retry_policy=retry_policy, **engine_options
+                )
+                _SHARED[key] = database
+            return database
+
+    @classmethod
+    def shared_from_conf(cls, conf):
+        """``shared`` for ``[grant_scheduler_database]`` of ``conf``."""
+        connection, retry_policy, options = cls._conf_arguments(conf)
+        return cls.shared(connection, retry_policy=retry_policy, **options)
+
+    @staticmethod
+    def _conf_arguments(conf):
         group = conf[db_conf.GROUP_NAME]
         skip = {"connection"} | {opt.dest for opt in db_conf.retry_opts}
         options = {
@@ -271,11 +379,7 @@ class Database:
             for opt in group
             if opt not in skip and group[opt] is not None
         }
-        return cls(
-            group.connection,
-            retry_policy=db_conf.retry_policy(group),
-            **options,
-        )
+        return group.connection, db_conf.retry_policy(group), options
 
     @staticmethod
     def _on_engine_create(engine, wsrep_sync_wait):
@@ -330,23 +434,30 @@ class Database:
         if not self._facade.is_started:
             self._facade.writer.get_engine()
 
-    def transactional(self, fn, writer=True):
-        """``fn(conn, *args, **kwargs)`` in one transaction, retried.
+    def run(self, fn, write, args=(), kwargs=None):
+        """``fn(self, conn, *args, **kwargs)`` in one transaction, retried.
 
-        The engine is started before the retries: only a connection lost
-        after the start is retried.
+        What ``writer`` and ``reader`` do.  The engine is started before
+        the retries: only a connection lost after the start is retried.
         """
-        opener = self.writer if writer else self.reader
+        self.start()
+        return self._retried(fn, write, args, kwargs or {})
 
-        def run(*args, **kwargs):
-            with opener() as conn:
-                return fn(conn, *args, **kwargs)
+    def _in_transaction(self, fn, write, args, kwargs):
+        opener = self.writer if write else self.reader
+        with opener() as conn:
+            return fn(self, conn, *args, **kwargs)
 
-        retried = self._retry(run)
+    def transactional(self, fn, writer=True):
+        """``fn(conn, *args, **kwargs)`` in one transaction, retried as
+        ``writer``/``reader`` do, for a function that does not take the
+        ``Database``."""
+
+        def bound(db, conn, *args, **kwargs):
+            return fn(conn, *args, **kwargs)
 
         def call(*args, **kwargs):
-            self.start()
-            return retried(*args, **kwargs)
+            return self.run(bound, writer, args, kwargs)
 
         return call
 

@@ -8,6 +8,11 @@ grant is, ``HostState.fits`` evaluated by the database (H5).  The claim
 row's unique (instance, node) makes a repeated claim find the first (H12).
 A claim consumes exactly one grant, or none: any other live grant of the
 instance (a reschedule, a retried request) is withdrawn with it.
+
+A function decorated ``@db_api.writer`` or ``@db_api.reader`` is one
+transaction of its own, retried: it is defined as ``fn(db, conn, ...)`` and
+called as ``fn(db, ...)``; the others are plain ``(conn, ...)`` helpers
+inside their caller's transaction.
 """
 
 import sqlalchemy as sa
@@ -15,6 +20,7 @@ import sqlalchemy as sa
 from grant_scheduler import decision
 from grant_scheduler import exception
 from grant_scheduler import storage
+from grant_scheduler.db import api as db_api
 from grant_scheduler.db import grants
 from grant_scheduler.db import models
 from grant_scheduler.db import rows
@@ -192,7 +198,8 @@ def _consume_own_grant(conn, db, host_id, instance_uuid, resources):
     return ticket, created_at
 
 
-def claim_by_own_grant(conn, db, host_id, build, before_commit=None):
+@db_api.writer
+def claim_by_own_grant(db, conn, host_id, build, before_commit=None):
     """The common case in three statements, for a node whose id is known:
     consume the instance's grant, move it into usage, write the claim.
 
@@ -273,8 +280,13 @@ def _claim_row(conn, instance_uuid, host, node):
     ).first()
 
 
-def existing(conn, instance_uuid, host, node):
+@db_api.reader
+def existing(db, conn, instance_uuid, host, node):
     """The instance's claim on the node as a ``ClaimOutcome``, or None."""
+    return _existing(conn, instance_uuid, host, node)
+
+
+def _existing(conn, instance_uuid, host, node):
     row = _claim_row(conn, instance_uuid, host, node)
     if row is None:
         return None
@@ -286,7 +298,8 @@ def existing(conn, instance_uuid, host, node):
     )
 
 
-def claim(conn, db, build, before_commit=None):
+@db_api.writer
+def claim(db, conn, build, before_commit=None):
     """Count an instance in its node's usage, consuming its grant.
 
     A live grant is consumed whether or not it has expired: until the
@@ -358,7 +371,7 @@ def claim(conn, db, build, before_commit=None):
             raise rows.retry_request()
     # The instance is built here: its other live grants hold capacity
     # nobody will use, and go in the same transaction.
-    grants.withdraw_instance(conn, db, instance_uuid)
+    grants.withdraw_live(conn, db, instance_uuid)
     ticket = None if grant is None else grant.grant_ticket
     how = storage.CLAIM_BY_GRANT if by_grant else storage.CLAIM_BY_RECHECK
     return _write_claim(
@@ -368,7 +381,7 @@ def claim(conn, db, build, before_commit=None):
 
 def _reject(conn, instance_uuid, host, node, reason):
     """Raise ``ClaimRejected``, unless the instance is claimed already."""
-    if existing(conn, instance_uuid, host, node) is not None:
+    if _existing(conn, instance_uuid, host, node) is not None:
         raise AlreadyClaimed()
     raise exception.ClaimRejected(
         instance_uuid=instance_uuid, host=host, node=node, reason=reason
@@ -385,7 +398,8 @@ class TakeGeneralPath(Exception):
     the caller runs ``claim``."""
 
 
-def release(conn, db, instance_uuid, host, node):
+@db_api.writer
+def release(db, conn, instance_uuid, host, node):
     """Remove an instance from its node's usage; False if not claimed."""
     row = _claim_row(conn, instance_uuid, host, node)
     if row is None:
@@ -406,7 +420,8 @@ def release(conn, db, instance_uuid, host, node):
     return True
 
 
-def listed(conn, host=None):
+@db_api.reader
+def listed(db, conn, host=None):
     """Every claim, as ``ClaimRow``s ordered by host, node and instance."""
     query = sa_compat.select(
         CLAIMS.c.instance_uuid,
@@ -468,7 +483,8 @@ def _live_grants(conn, host_id, instance_uuids):
     return {row.instance_uuid: row for row in found}
 
 
-def correct(conn, db, host, node, amounts, releases):
+@db_api.writer
+def correct(db, conn, host, node, amounts, releases):
     """Make a node's claims what runs there, in one transaction.
 
     Each instance of ``amounts`` ends claimed on the node at exactly its
@@ -548,7 +564,7 @@ def correct(conn, db, host, node, amounts, releases):
             )
         )
     for uuid in new + resized:
-        grants.withdraw_instance(conn, db, uuid)
+        grants.withdraw_live(conn, db, uuid)
     return storage.Correction(
         claimed=tuple(new), resized=tuple(resized), released=tuple(released)
     )

@@ -1,6 +1,9 @@
 """SQL of ``gs_grants``: take a grant, withdraw it, reap, list.
 
-Every function runs inside a transaction its caller opened and locks in one
+A function decorated ``@db_api.writer`` or ``@db_api.reader`` is one
+transaction of its own, retried: it is defined as ``fn(db, conn, ...)`` and
+called as ``fn(db, ...)``; the others are plain ``(conn, ...)`` helpers
+inside their caller's transaction.  Every transaction locks in one
 order: the node's ``gs_hosts`` row first, then grant rows.  The node's row
 carries the sum of its live grants (``granted_*``), so every statement that
 makes a grant live or not live moves that sum in the same transaction.
@@ -10,6 +13,7 @@ import sqlalchemy as sa
 
 from grant_scheduler import decision
 from grant_scheduler import storage
+from grant_scheduler.db import api as db_api
 from grant_scheduler.db import hosts
 from grant_scheduler.db import models
 from grant_scheduler.db import rows
@@ -131,7 +135,8 @@ def _first_free(conn, db, host_ids, amount):
     return conn.execute(query).scalar()
 
 
-def take(conn, db, host_ids, ask, taken, before_commit=None):
+@db_api.writer
+def take(db, conn, host_ids, ask, taken, before_commit=None):
     """Grant ``ask`` on the first of ``host_ids`` that can take it.
 
     :param host_ids: candidates, in the scheduler's order of preference.
@@ -186,7 +191,8 @@ def insert(conn, db, host_id, ticket, ask, state):
     return result.inserted_primary_key[0]
 
 
-def withdraw(conn, db, host_id, ticket, ask):
+@db_api.writer
+def withdraw(db, conn, host_id, ticket, ask):
     """Delete a live grant ``ask`` wrote that nobody will build; True if
     it was there."""
     return _withdraw(
@@ -221,12 +227,19 @@ def _withdraw(conn, db, host_id, ticket, amount, mine=None):
     return True
 
 
-def withdraw_instance(conn, db, instance_uuid):
+@db_api.writer
+def withdraw_instance(db, conn, instance_uuid):
     """Withdraw every live grant of one instance; how many there were.
 
     For a build that is scheduled again (its first destination failed):
     the grant of the earlier answer holds capacity nobody will use.
     """
+    return withdraw_live(conn, db, instance_uuid)
+
+
+def withdraw_live(conn, db, instance_uuid):
+    """``withdraw_instance`` inside the caller's transaction (a claim's:
+    the instance is built, its other live grants go with it)."""
     found = conn.execute(
         sa_compat.select(
             GRANTS.c.host_id, GRANTS.c.ticket, *rows.columns(GRANTS)
@@ -248,7 +261,8 @@ def withdraw_instance(conn, db, instance_uuid):
 # -- the reaper ------------------------------------------------------------
 
 
-def expire(conn, db, limit):
+@db_api.writer
+def expire(db, conn, limit):
     """Delete up to ``limit`` live grants past ``expires_at``.
 
     Node by node, in id order (the lock order), each node's row is locked
@@ -311,7 +325,8 @@ def _orphan(table):
     return ~sa.exists().where(HOSTS.c.id == table.c.host_id)
 
 
-def reap_consumed(conn, limit):
+@db_api.writer
+def reap_consumed(db, conn, limit):
     """Delete consumed grants: their builds are counted in usage now.
 
     These are the grants the seed calls superseded (older than the node's
@@ -323,12 +338,14 @@ def reap_consumed(conn, limit):
     )
 
 
-def reap_orphaned(conn, limit):
+@db_api.writer
+def reap_orphaned(db, conn, limit):
     """Delete grants whose node row is gone."""
     return _delete_batch(conn, GRANTS, _orphan(GRANTS), limit)
 
 
-def reap_orphaned_claims(conn, limit):
+@db_api.writer
+def reap_orphaned_claims(db, conn, limit):
     """Delete claims whose node row is gone."""
     return _delete_batch(conn, CLAIMS, _orphan(CLAIMS), limit)
 
@@ -336,7 +353,8 @@ def reap_orphaned_claims(conn, limit):
 # -- inspection ------------------------------------------------------------
 
 
-def listed(conn, host=None):
+@db_api.reader
+def listed(db, conn, host=None):
     """Every grant row (optionally on one host), oldest ticket first."""
     query = sa_compat.select(GRANTS, HOSTS.c.host, HOSTS.c.node).select_from(
         GRANTS.outerjoin(HOSTS, HOSTS.c.id == GRANTS.c.host_id)

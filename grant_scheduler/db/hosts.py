@@ -1,7 +1,10 @@
 """SQL of ``gs_hosts``: report, register, delete and read nodes.
 
-Each function runs inside a transaction its caller opened (``store.Store``)
-and takes the connection and the ``Database`` (for the server's clock).
+A function decorated ``@db_api.writer`` or ``@db_api.reader`` is one
+transaction of its own, retried: it is defined as ``fn(db, conn, ...)`` and
+called as ``fn(db, ...)`` (``store.Store`` does).  The others are plain
+``(conn, ...)`` helpers that run inside their caller's transaction; ``db``
+gives them the server's clock and dialect.
 """
 
 import sqlalchemy as sa
@@ -9,6 +12,7 @@ from oslo_db import exception as db_exc
 
 from grant_scheduler import decision
 from grant_scheduler import storage
+from grant_scheduler.db import api as db_api
 from grant_scheduler.db import models
 from grant_scheduler.db import rows
 from grant_scheduler.db import sa_compat
@@ -59,7 +63,8 @@ def _insert(conn, db, host, node, capacity, used, node_uuid):
     return result.inserted_primary_key[0]
 
 
-def report(conn, db, host, node, capacity, used=None, node_uuid=None):
+@db_api.writer
+def report(db, conn, host, node, capacity, used=None, node_uuid=None):
     """Create or update a node; with ``used``, resynchronise its usage.
 
     ``used`` is the hypervisor's truth about the node: it replaces the
@@ -99,7 +104,8 @@ def report(conn, db, host, node, capacity, used=None, node_uuid=None):
     return found
 
 
-def register(conn, db, host, node, capacity, used=None, node_uuid=None):
+@db_api.writer
+def register(db, conn, host, node, capacity, used=None, node_uuid=None):
     """Create a node unless it exists: its id, or None if it existed.
 
     For the first sight of a node whose usage another system knows (Nova's
@@ -114,7 +120,8 @@ def register(conn, db, host, node, capacity, used=None, node_uuid=None):
         return None
 
 
-def delete(conn, host, node):
+@db_api.writer
+def delete(db, conn, host, node):
     """Delete a node with its grants and claims; False if there was none.
 
     In one transaction, the node's row first (its lock keeps grants and
@@ -131,7 +138,8 @@ def delete(conn, host, node):
     return True
 
 
-def read(conn, since=None, known=None):
+@db_api.reader
+def read(db, conn, since=None, known=None):
     """Node rows stamped at or after ``since`` (every row when None),
     leaving out those ``known`` (a ``storage.Known``) holds as stamped.
 
@@ -177,15 +185,23 @@ def _whole(conn, condition=None):
     ]
 
 
-def one(conn, host_id):
+@db_api.reader
+def state(db, conn, host_id):
     """One node's ``HostState``, or None when its row is gone."""
+    return one(conn, host_id)
+
+
+def one(conn, host_id):
+    """One node's ``HostState``, or None when its row is gone (inside the
+    caller's transaction)."""
     row = conn.execute(
         sa_compat.select(HOSTS).where(HOSTS.c.id == host_id)
     ).first()
     return None if row is None else rows.host_state(row)
 
 
-def granted_by_node(conn):
+@db_api.reader
+def granted_by_node(db, conn):
     """``{(host, node): granted}`` for the nodes holding live grants."""
     granted = rows.columns(HOSTS, prefix="granted_")
     query = sa_compat.select(HOSTS.c.host, HOSTS.c.node, *granted).where(
@@ -204,7 +220,8 @@ def _prefixed(subquery, prefix):
     return [subquery.c[name].label(prefix + name) for name in DIMENSIONS]
 
 
-def reports(conn):
+@db_api.reader
+def reports(db, conn):
     """Every node with its claims and live grants, in one statement.
 
     One statement is one snapshot on every backend, so each node's usage,
@@ -238,7 +255,8 @@ def reports(conn):
     ]
 
 
-def orphan_claims(conn):
+@db_api.reader
+def orphan_claims(db, conn):
     """``(instance uuid, host id)`` of claims whose node row is gone."""
     query = sa_compat.select(CLAIMS.c.instance_uuid, CLAIMS.c.host_id).where(
         ~sa.exists().where(HOSTS.c.id == CLAIMS.c.host_id)
