@@ -1,11 +1,16 @@
 """The data-access interface the protocol is written against.
 
 ``scheduler``, ``compute``, ``reaper`` and ``checker`` decide; they read and
-write only through a ``Store``: this ``typing.Protocol``, implemented over
-SQL by ``grant_scheduler.db.store.Store`` (one module of SQL per table
-under ``grant_scheduler/db/``) and in memory by the unit tests' fake, which
-a test holds to this interface.  The types the methods return are defined
-here too, so neither side depends on the other.
+write only through a ``Store``: this abstract class, implemented over SQL
+by ``grant_scheduler.db.store.Store`` (one module of SQL per table under
+``grant_scheduler/db/``) and in memory by the tests' ``MemoryStore``
+(``tests/memory_store.py``); a conformance test runs the same scenarios
+against both and compares what they do.  The types the methods return are
+defined here too, so neither side depends on the other.
+
+A node *fits* an amount ``R`` when ``used + granted + R <= limit`` and
+``R <= total`` in every dimension (``HostState.fits``); ``grant`` and a
+``claim`` without a grant of its own apply exactly this rule.
 
 Every method is one transaction (retried by the implementation on deadlock
 or a lost connection) and raises the project's exceptions for what a caller
@@ -13,9 +18,9 @@ can act on; any other database error propagates as oslo.db raised it, to
 be translated once at the API edge.
 """
 
+import abc
 import dataclasses
 import datetime
-import typing
 
 from grant_scheduler.resources import Resources
 
@@ -148,116 +153,174 @@ ORPHANED_CLAIMS = "orphaned_claims"
 REAP_REASONS = (SUPERSEDED, EXPIRED, ORPHANED, ORPHANED_CLAIMS)
 
 
-@typing.runtime_checkable
-class Store(typing.Protocol):
+class Store(abc.ABC):
     """What the protocol needs from storage."""
 
+    @abc.abstractmethod
     def report_host(self, host, node, capacity, used=None, node_uuid=None):
         """Create or update a node's capacity; with ``used``, resync usage.
 
-        ``used`` replaces the node's claims with usage no claim accounts
-        for; live grants stay.
-        :returns: the node's id.
+        A new node starts with ``used`` (or nothing) as its usage and as
+        its usage no claim accounts for, no grants and ticket 0.  An
+        existing node gets the new capacity and limit (and ``node_uuid``
+        when given); with ``used``, its usage and its unclaimed usage
+        become ``used`` and its claims are deleted.  Live grants stay.
+        :returns: the node's id (the same id for every report of a node).
         """
 
+    @abc.abstractmethod
     def register_host(self, host, node, capacity, used=None, node_uuid=None):
-        """Create a node unless it exists.
+        """Create a node unless it exists, as ``report_host`` creates one.
 
-        :returns: its id, or None when it existed (nothing is changed).
+        :returns: its new id, or None when it existed (nothing is changed).
         """
 
+    @abc.abstractmethod
     def delete_host(self, host, node):
-        """Delete a node with its grants and claims.
+        """Delete a node with its grants and claims, in one transaction.
 
+        A node reported again later gets a new id.
         :returns: False when there was no such node.
         """
 
+    @abc.abstractmethod
     def read_hosts(self, since=None, known=None):
         """Nodes whose row changed at or after ``since`` (all when None).
 
-        :param known: a ``Known``: rows still stamped as it holds them are
-            left out (only their stamps are read).
-        :returns: ``[(HostState, stamp)]``, ``stamp`` the row's change
-            time on the database's clock.
+        Every write to a node's row (a report, a grant, a withdrawal, a
+        claim, a release, a correction, an expiry) stamps it.
+        :param known: a ``Known``: of the rows stamped at or after
+            ``since``, those stamped after ``known.newest`` or whose stamp
+            differs from ``known.stamps`` are returned; the others are
+            left out (only their stamps are read).  Ignored when ``since``
+            is None.
+        :returns: ``[(HostState, stamp)]`` in no particular order,
+            ``stamp`` the row's change time on the database's clock.
         """
 
+    @abc.abstractmethod
     def host_state(self, host_id):
         """:returns: one node's ``HostState``, or None when it is gone."""
 
+    @abc.abstractmethod
     def granted_by_node(self):
         """:returns: ``{(host, node): Resources}`` of live grants, for the
         nodes that hold any."""
 
+    @abc.abstractmethod
     def grant(self, host_ids, ask, taken, before_commit=None):
         """Grant ``ask`` on the first of ``host_ids`` (the candidates, best
         first) where it fits now.
+
+        The node's ``granted`` grows by ``ask.resources``, its ticket by
+        one, and a live grant row with that ticket is written, expiring
+        ``ask.ttl`` seconds from now.  When an earlier call with the same
+        ``taken`` list committed a grant that is still live, was written
+        for ``ask`` (its scheduler, request and instance) and is on one of
+        ``host_ids``, that grant is returned and nothing is written.
 
         :param ask: an ``Ask``.
         :param taken: a list the store appends ``(host id, ticket)`` to
             before each commit; kept by the caller across failures.
         :param before_commit: ``f(grant_id=, ticket=)``, called with the
-            grant written and not committed (an injection point).
-        :returns: a ``Taken``.
+            grant written and not committed (an injection point; what it
+            raises rolls the grant back).
+        :returns: a ``Taken``: when won, the node, grant id and ticket;
+            when no candidate fits, ``states`` of every candidate.
         """
 
+    @abc.abstractmethod
     def withdraw(self, host_id, ticket, ask):
-        """Delete a live grant ``ask`` wrote, which nobody will build.
+        """Delete a live grant ``ask`` wrote, which nobody will build, and
+        lower its node's ``granted`` by ``ask.resources``.
 
         Only a grant written for ``ask`` (its scheduler, request and
         instance) goes: a ticket alone may by now be another grant's.
-        :returns: False when it was not there (never committed, or gone).
+        :returns: False when it was not there (never committed, gone,
+            consumed, or its node is gone).
         """
 
+    @abc.abstractmethod
     def withdraw_instance(self, instance_uuid):
-        """Delete every live grant of one instance (scheduled again).
+        """Delete every live grant of one instance (scheduled again) on a
+        node that still exists, lowering each node's ``granted``.
 
         :returns: how many there were.
         """
 
+    @abc.abstractmethod
     def claim(self, build, before_commit=None):
         """Count an instance in its node's usage, consuming its grant.
+
+        The grant consumed is the instance's oldest live grant on the node
+        or, when it has none and ``build`` names a request and resources,
+        the oldest live grant of that request written without an instance
+        uuid for exactly those resources.  When its amount is the claimed
+        amount it moves from ``granted`` to ``used`` whatever the limit
+        (``how`` is ``grant``); otherwise (no grant, or another amount)
+        the claim takes its place only if the node fits the claimed amount
+        with the grant's own amount taken out (``how`` is ``recheck``).
+        The node's last-grant mark moves forward to a consumed grant, and
+        every other live grant of the instance, on any node, is withdrawn.
 
         :param build: a ``Build``.
         :param before_commit: ``f()``, called with the claim written and
             not committed (an injection point).
-        :returns: a ``ClaimOutcome``; a repeated claim returns the first.
+        :returns: a ``ClaimOutcome`` (``grant_ticket`` None without a
+            grant); a repeated claim of the instance on the node returns
+            the first, with ``how`` ``existing``, and changes nothing.
         :raises UnknownHost: the node never reported.
-        :raises ClaimRejected: no grant, and the instance does not fit.
+        :raises ClaimRejected: no grant of its own and the instance does
+            not fit (or no grant and no resources to re-check with).
         """
 
+    @abc.abstractmethod
     def release(self, instance_uuid, host, node):
-        """Remove an instance from its node's usage.
+        """Remove an instance's claim and its amount from its node's usage.
 
-        :returns: False when it was not claimed there.
+        :returns: False when it was not claimed there (nothing changes).
         """
 
+    @abc.abstractmethod
     def claim_rows(self, host=None):
-        """:returns: every ``ClaimRow`` (on ``host`` only, when given),
-        ordered by host, node and instance."""
+        """:returns: every ``ClaimRow`` of an existing node (on ``host``
+        only, when given), ordered by host, node and instance."""
 
+    @abc.abstractmethod
     def correct_claims(self, host, node, amounts, releases):
         """Make a node's claims what runs there, whatever its limit.
 
         :param amounts: ``{instance uuid: Resources}`` to be claimed on the
-            node at exactly these amounts (their live grants there are
-            consumed, their other live grants withdrawn).
-        :param releases: instance uuids to release there.
+            node at exactly these amounts (their oldest live grants there
+            are consumed, their other live grants withdrawn, anywhere).
+        :param releases: instance uuids to release there (unless also in
+            ``amounts``).
         :returns: a ``Correction``.
         :raises UnknownHost: the node never reported.
         """
 
+    @abc.abstractmethod
     def reap(self, reason, limit):
-        """Delete up to ``limit`` rows for one of ``REAP_REASONS``.
+        """Delete up to ``limit`` rows for one of ``REAP_REASONS``, oldest
+        id first: consumed grants (``SUPERSEDED``); live grants past
+        their expiry, lowering their node's ``granted`` (``EXPIRED``);
+        grants whose node is gone (``ORPHANED``); claims whose node is
+        gone (``ORPHANED_CLAIMS``).
 
         :returns: ``(found, deleted)``.
         """
 
+    @abc.abstractmethod
     def host_reports(self):
         """:returns: a ``HostReport`` per node, ordered by host and node."""
 
+    @abc.abstractmethod
     def orphan_claims(self):
         """:returns: ``[(instance uuid, host id)]`` of claims whose node is
-        gone."""
+        gone, in no particular order."""
 
+    @abc.abstractmethod
     def grant_rows(self, host=None):
-        """:returns: every ``GrantRow`` (on ``host`` only, when given)."""
+        """:returns: every ``GrantRow`` (on ``host`` only, when given; a
+        grant whose node is gone has ``host`` and ``node`` None), ordered
+        by node id and ticket."""
