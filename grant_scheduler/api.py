@@ -51,6 +51,7 @@ __all__ = [
     "Capacity",
     "ClaimRejected",
     "Database",
+    "Destination",
     "DatabaseConfigError",
     "DatabaseError",
     "DatabaseUnavailable",
@@ -64,6 +65,7 @@ __all__ = [
     "InvariantViolated",
     "NOTHING",
     "NoValidHost",
+    "Ranker",
     "Request",
     "Resources",
     "SQLStore",
@@ -85,6 +87,8 @@ SQLStore = gs_store.Store
 Request = scheduler.Request
 Selection = scheduler.Selection
 View = gs_view.View
+Ranker = gs_view.Ranker
+Destination = gs_view.Destination
 GrantSchedulerError = exception.GrantSchedulerError
 ClaimRejected = exception.ClaimRejected
 DatabaseConfigError = exception.DatabaseConfigError
@@ -193,13 +197,13 @@ class GrantScheduler:
 
     @classmethod
     def from_url(cls, url, **kwargs):
-        return cls(db_api.Database(url), **kwargs)
+        return cls(db_api.Database.shared(url), **kwargs)
 
     @classmethod
     def from_conf(cls, conf, **kwargs):
         """Build from the ``grant_scheduler*`` option groups of ``conf``."""
         return cls(
-            db_api.Database.from_conf(conf),
+            db_api.Database.shared_from_conf(conf),
             settings=Settings.from_conf(conf),
             **kwargs,
         )
@@ -381,8 +385,9 @@ class GrantScheduler:
     def schedule(self, vcpus, memory_mb, disk_gb, view=None, **kwargs):
         """Place a request of 1..N instances; see ``Request.build``.
 
-        :param view: a ``View`` from ``self.view()`` (or a subclass's) to
-            rank with; by default this process's cached view.
+        :param view: this request's ``View`` from ``self.view()`` (with a
+            ``Ranker`` of one's own); by default one with the default
+            ranking.
         :returns: one ``Selection`` per instance.
         :raises NoValidHost: not every instance fits (nothing is granted).
         """
@@ -403,9 +408,18 @@ class GrantScheduler:
         return self._scheduler.schedule(request, view=view)
 
     @_edge
-    def view(self, view_cls=View):
-        """This process's view of every node, refreshed from what changed."""
-        return self._scheduler.view(view_cls=view_cls)
+    def view(self, ranker=None):
+        """This process's view of every node, refreshed from what changed,
+        for one request: pass it to ``schedule``/``schedule_request``.
+
+        :param ranker: a ``Ranker`` that orders the nodes with room (Nova's
+            filters and weighers, say); by default most free first.
+        """
+        if ranker is not None and not isinstance(ranker, Ranker):
+            raise exception.InvalidRequest(
+                reason="ranker must be a grant_scheduler.api.Ranker"
+            )
+        return self._scheduler.view(ranker=ranker)
 
     @_edge
     def granted_by_node(self):

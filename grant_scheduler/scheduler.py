@@ -178,16 +178,18 @@ class Scheduler:
             spread=decision.Spread(rng),
         )
 
-    def view(self, view_cls=gs_view.View):
-        """This request's view, from the cache (one read of what changed)."""
-        return self.view_cache.view(view_cls=view_cls)
+    def view(self, ranker=None):
+        """This request's view, from the cache (one read of what changed),
+        ordered by ``ranker`` (a ``view.Ranker``; the default when None)."""
+        return self.view_cache.view(ranker=ranker)
 
     def schedule(self, request, view=None):
         """Place every instance of ``request`` or none of them.
 
-        :param view: a ``view.View`` to rank nodes with; by default one
-            from this scheduler's cache (Nova's adapter passes a view that
-            runs Nova's filters and weighers over the cache's rows).
+        :param view: the request's ``view.View``, from ``view()``; by
+            default one from this scheduler's cache with the default
+            ranking (Nova's adapter passes one whose ``Ranker`` runs Nova's
+            filters and weighers).
         :returns: one ``Selection`` per instance, in order.
         :raises NoValidHost: some instance could not be placed; every grant
             the request took has been withdrawn.

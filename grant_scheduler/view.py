@@ -16,8 +16,9 @@ as that write found it is folded back into the view and the cache.  Before
 a request is answered NoValidHost the cache reads every row again, so that
 answer always rests on a read begun after the last lost grant (I2).
 
-``View`` is the per-request copy: copy-on-write over the cache, ranked by
-``decision.Spread``.
+``View`` is the per-request copy: copy-on-write over the cache, ordered by
+a ``Ranker`` (by default ``decision.Spread``'s most free first; Nova's
+adapter plugs in Nova's filters and weighers).
 """
 
 import dataclasses
@@ -45,34 +46,104 @@ def _put(states, free, host_id, fresh):
         free[host_id] = decision.free_key(fresh)
 
 
-class View:
-    """The nodes as one request sees them.
+class Ranker:
+    """The ranking hook: which nodes with room one request prefers.
 
-    A subclass may rank differently (Nova's adapter runs Nova's filters and
-    weighers); the protocol needs only the methods below.
+    The scheduler decides *whether* a node has room (the rows, then the
+    grant's conditional write); a ``Ranker`` decides which of the nodes
+    with room are *best*.  This base class ranks most free first with
+    ``decision.Spread``; Nova's adapter plugs in Nova's filters and
+    weighers (``nova.view.NovaRanker``).  The scheduler calls it through
+    the request's ``View``, only as documented here, and a ranker reads
+    the view only through ``View``'s public methods.  One ranker serves
+    one request.
     """
 
-    def __init__(self, states, spread=None):
+    def admits(self, state):
+        """Whether the node may be chosen at all (Nova's adapter: only
+        nodes Nova knows); an inadmissible node is left out of the view."""
+        return True
+
+    def subset_size(self, configured):
+        """Among how many of the best nodes the choice is random."""
+        return configured
+
+    def loaded(self, view):
+        """The view's rows were (re)read: at the start, after a lost
+        grant (a fall-over) and on a full read; ``view.states()`` is now
+        what it holds."""
+
+    def rank(self, view, request, count):
+        """Up to ``count`` of the view's states with room for
+        ``request.resources`` that ``request.placement`` allows, best
+        first."""
+        return view.most_free(request, count)
+
+    def won(self, view, state, amount):
+        """The request took a grant of ``amount`` on ``state`` (the row
+        before it; the view already counts the grant)."""
+
+    def alternates(self, view, request, chosen):
+        """Up to ``request.num_alternates`` other nodes for the instance
+        just placed on ``chosen``, best first, as ``Destination``s."""
+        ranked = view.most_free(
+            request, request.num_alternates, exclude=(chosen.host_id,)
+        )
+        return tuple(Destination(s.host, s.node, s.node_uuid) for s in ranked)
+
+
+DEFAULT_RANKER = Ranker()
+
+
+class View:
+    """The nodes as one request sees them: the rows, copied on write, and
+    the ``Ranker`` that orders them."""
+
+    def __init__(self, states, spread=None, ranker=None):
         self.spread = spread or decision.Spread()
+        self.ranker = ranker or DEFAULT_RANKER
         self.reload(states)
 
     @classmethod
-    def over(cls, states, free, spread):
+    def over(cls, states, free, spread, ranker=None):
         """A view over a cache's dictionaries, copied on write."""
         view = cls.__new__(cls)
         view.spread = spread
-        view._states = dict(states)
-        view._free = dict(free)
+        view.ranker = ranker or DEFAULT_RANKER
+        if view.ranker is DEFAULT_RANKER:
+            view._states = dict(states)
+            view._free = dict(free)
+        else:
+            view._states = {}
+            view._free = {}
+            admits = view.ranker.admits
+            for host_id, state in states.items():
+                if admits(state):
+                    view._states[host_id] = state
+                    view._free[host_id] = free[host_id]
+            view.ranker.loaded(view)
         return view
 
     def reload(self, states):
-        self._states = {state.host_id: state for state in states}
+        """Take every node's row as read (the others are gone)."""
+        admits = self.ranker.admits
+        self._states = {s.host_id: s for s in states if admits(s)}
         self._free = {h: decision.free_key(s) for h, s in self._states.items()}
+        self.ranker.loaded(self)
+
+    # -- what a ranker reads ------------------------------------------------
 
     def states(self):
+        """Every node's row the request sees."""
         return list(self._states.values())
 
-    def _best(self, request, count, exclude=()):
+    def by_node(self):
+        """``{(host, node): HostState}`` of every row the request sees."""
+        return {(s.host, s.node): s for s in self._states.values()}
+
+    def most_free(self, request, count, exclude=()):
+        """Up to ``count`` nodes with room for the request, most free
+        first (``decision.Spread``): the default ranking."""
         return self.spread.best(
             self._states,
             self._free,
@@ -82,17 +153,21 @@ class View:
             exclude,
         )
 
+    # -- what the scheduler calls -------------------------------------------
+
     def ranked(self, request, subset_size, spare=0):
         """The best ``subset_size`` fits, then the alternates' worth and
-        ``spare`` more."""
-        return self._best(
-            request, subset_size + request.num_alternates + spare
+        ``spare`` more, as the ranker orders them."""
+        return self.ranker.rank(
+            self, request, subset_size + request.num_alternates + spare
         )
 
     def candidates(self, request, subset_size, spare=0):
         """Nodes to grant on, in order: one chosen at random among the
-        best ``subset_size``, then the others ranked (``spare`` more than
-        the subset and the alternates); [] if none fits."""
+        best ``subset_size`` (the ranker may say another size), then the
+        others ranked (``spare`` more than the subset and the
+        alternates); [] if none fits."""
+        subset_size = self.ranker.subset_size(subset_size)
         ranked = self.ranked(request, subset_size, spare)
         chosen = self.spread.choose(ranked, subset_size)
         if chosen is None:
@@ -105,8 +180,8 @@ class View:
 
         A node takes ``free // amount`` of them in its tightest dimension,
         none when one instance exceeds its total (``max_unit``).  This is
-        an upper bound for any ranking (a subclass's filters only remove
-        nodes): fewer than the request means it cannot fit.
+        an upper bound for any ranking (a ranker only orders nodes, or
+        leaves some out): fewer than the request means it cannot fit.
         """
         amount = request.resources
         placement = request.placement
@@ -129,22 +204,18 @@ class View:
 
     def consume(self, state, amount):
         """Count a grant this request has just won on ``state``."""
-        self.replace(
+        _put(
+            self._states,
+            self._free,
             state.host_id,
             dataclasses.replace(state, granted=state.granted + amount),
         )
+        self.ranker.won(self, state, amount)
 
     def alternates(self, request, chosen):
         if not request.num_alternates:
             return ()
-        ranked = self._best(
-            request, request.num_alternates, exclude=(chosen.host_id,)
-        )
-        return tuple(Destination(s.host, s.node, s.node_uuid) for s in ranked)
-
-    def replace(self, host_id, fresh):
-        """Take a node's row as read (None: the node is gone)."""
-        _put(self._states, self._free, host_id, fresh)
+        return self.ranker.alternates(self, request, chosen)
 
 
 class ViewCache:
@@ -212,10 +283,10 @@ class ViewCache:
         """This process granted on ``host_id`` (not another scheduler)."""
         self._own.add(host_id)
 
-    def view(self, full=False, view_cls=View):
-        """A fresh ``View`` for one request."""
+    def view(self, full=False, ranker=None):
+        """A fresh ``View`` for one request, ranked by ``ranker``."""
         self.refresh(full)
-        return view_cls.over(self._states, self._free, self.spread)
+        return View.over(self._states, self._free, self.spread, ranker)
 
     def states(self):
         return list(self._states.values())

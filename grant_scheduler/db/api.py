@@ -68,6 +68,7 @@ from oslo_log import log as logging
 from sqlalchemy.ext import compiler as sa_compiler
 
 from grant_scheduler import exception
+from grant_scheduler import urls
 from grant_scheduler.conf import database as db_conf
 from grant_scheduler.db import rows
 from grant_scheduler.db import sa_compat
@@ -303,10 +304,10 @@ class Database:
             url = sa_compat.make_url(connection)
         except sa.exc.ArgumentError as exc:
             raise exception.DatabaseConfigError(
-                url=exception.mask_url(connection), reason=str(exc)
+                url=urls.mask(connection), reason=str(exc)
             )
         self.url = _with_mysql_charset(url)
-        self.safe_url = exception.mask_url(
+        self.safe_url = urls.mask(
             sa_compat.render_url(url, hide_password=False)
         )
         self._skips_locked = None

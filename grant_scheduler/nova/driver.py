@@ -17,7 +17,7 @@ Otherwise (13-16, and older conductors), per request: Nova's HostStates,
 less the live grants of this process's cached view
 (``GrantScheduler.view``: one read of the rows changed since the last
 request), are filtered and weighed by Nova's own host manager
-(``nova_view.NovaView``); the chosen host is then granted through the
+(``nova_view.NovaRanker``); the chosen host is then granted through the
 protocol (``GrantScheduler.schedule_request``), falling over to the next
 one when the grant does not fit.  Without Nova importable, the
 scheduler's own view and ranking do the same job over grant_scheduler's
@@ -307,18 +307,18 @@ class GrantSchedulerDriver:
         gs = self.grant_scheduler
         if _is_reschedule(spec_obj):
             self._withdraw_earlier(request.instance_uuids)
-        request_view = self._view(gs, context, spec_obj, request)
+        request_view, ranker = self._view(gs, context, spec_obj, request)
         try:
             selections = gs.schedule_request(request, view=request_view)
         except api.NoValidHost as exc:
-            rejected_by = getattr(request_view, "rejected_by", None)
+            rejected_by = getattr(ranker, "rejected_by", None)
             if rejected_by:
                 raise compat.no_valid_host(
                     "There are not enough hosts available: %s rejected "
                     "every host that had room." % rejected_by
                 ) from exc
             raise compat.no_valid_host(str(exc)) from exc
-        return _Answer(request_view).build(call["answer"], selections)
+        return _Answer(ranker).build(call["answer"], selections)
 
     def _select_with_placement(self, context, spec_obj, call):
         """Nova 17-22: Nova's FilterScheduler, each placement claim granted
@@ -343,20 +343,17 @@ class GrantSchedulerDriver:
             gs.withdraw_instance(instance_uuid)
 
     def _view(self, gs, context, spec_obj, request):
-        """Nova's view for this request; None (the scheduler's own cached
-        view and built-in ranking) without Nova."""
+        """This request's view and its ranker (Nova's filters and
+        weighers); ``(None, None)`` (the scheduler's own cached view and
+        default ranking) without Nova."""
         if not compat.have_nova():
-            return None
+            return None, None
         manager = self.host_manager
         # NOTE: as Nova's FilterScheduler, read the hosts as an admin.
         elevated = getattr(context, "elevated", None)
         context = elevated() if elevated is not None else context
         host_states = manager.host_states(context, spec_obj)
-        request_view = gs.view(view_cls=nova_view.NovaView)
-        known = {(s.host, s.node): s.node_uuid for s in request_view.states()}
-        if self.registry.register_unknown(context, known, host_states):
-            request_view = gs.view(view_cls=nova_view.NovaView)
-        return request_view.bind(
+        ranker = nova_view.NovaRanker(
             host_states,
             spec_obj,
             manager,
@@ -365,6 +362,11 @@ class GrantSchedulerDriver:
                 self._lazy.conf, "host_subset_size"
             ),
         )
+        request_view = gs.view(ranker=ranker)
+        known = {(s.host, s.node): s.node_uuid for s in request_view.states()}
+        if self.registry.register_unknown(context, known, host_states):
+            request_view = gs.view(ranker=ranker)
+        return request_view, ranker
 
 
 def _bind(args, kwargs):
@@ -424,12 +426,12 @@ def _request(context, spec_obj, call, alternates):
 class _Answer:
     """Selections in the form the calling release expects."""
 
-    def __init__(self, request_view):
-        self._view = request_view
+    def __init__(self, ranker):
+        self._ranker = ranker
         self._objects = compat.objects()
 
     def _host_state(self, host, node):
-        find = getattr(self._view, "host_state", None)
+        find = getattr(self._ranker, "host_state", None)
         return find(host, node) if find else None
 
     def build(self, style, selections):

@@ -19,12 +19,10 @@ NoValidHost), and alternates come from the same ranking.
 """
 
 import copy
-import dataclasses
 
 from oslo_config import cfg
 
 from grant_scheduler import api
-from grant_scheduler import view as gs_view
 from grant_scheduler.nova import compat
 
 # NOTE: Nova 15 moved these options into [filter_scheduler] and [scheduler];
@@ -55,19 +53,17 @@ def nova_option(conf, key, default=None):
     return default
 
 
-class NovaView(gs_view.View):
-    """The scheduler's view over Nova's HostStates for one request.
+class NovaRanker(api.Ranker):
+    """Nova's filters and weighers ranking one request's nodes.
 
-    Built by ``GrantScheduler.view(view_cls=NovaView)`` (a copy of the
-    process's cached rows) and then ``bind``-ed to Nova's HostStates.  Only
-    nodes that both Nova and grant_scheduler know are candidates.  Each
-    Nova HostState here is a copy, kept equal to Nova's figures minus the
-    live grants last read for its node (``_applied``): through reloads,
-    fall-overs and this request's own wins (which Nova's
+    Only nodes that both Nova and grant_scheduler know are candidates.
+    Each Nova HostState here is a copy, kept equal to Nova's figures minus
+    the live grants last read for its node (``_applied``): through
+    reloads, fall-overs and this request's own wins (which Nova's
     ``consume_from_request`` accounts, as Nova's scheduler does).
     """
 
-    def bind(
+    def __init__(
         self,
         host_states,
         spec_obj,
@@ -75,8 +71,7 @@ class NovaView(gs_view.View):
         instance_uuids=(),
         subset_size=None,
     ):
-        """Attach Nova's side; returns the view.
-
+        """
         :param host_states: Nova's HostStates for this request.
         :param host_manager: has ``get_filtered_hosts`` and
             ``get_weighed_hosts`` (Nova's HostManager).
@@ -89,7 +84,7 @@ class NovaView(gs_view.View):
         """
         # NOTE: copies, because Nova 13-19 keep their HostStates between
         # requests and this request must not leave grants subtracted in
-        # them; consume() copies what consume_from_request changes in place.
+        # them; won() copies what consume_from_request changes in place.
         self._nova = {
             (hs.host, hs.nodename): copy.copy(hs) for hs in host_states
         }
@@ -107,62 +102,33 @@ class NovaView(gs_view.View):
         self.filter_runs = 0
         self.rejected_by = None
         """Nova's filter that rejected every node with room, if one did."""
-        self.reload(self.states())
-        return self
 
     def host_state(self, host, node):
+        """This request's copy of Nova's HostState for a node."""
         return self._nova[(host, node)]
 
-    # -- keeping Nova's figures net of live grants --------------------------
+    # -- the hook the scheduler calls ---------------------------------------
 
-    def reload(self, states):
-        super().reload(s for s in states if (s.host, s.node) in self._nova)
-        for state in self._states.values():
+    def admits(self, state):
+        return (state.host, state.node) in self._nova
+
+    def subset_size(self, configured):
+        return self._subset_size or configured
+
+    def loaded(self, view):
+        for state in view.states():
             self._subtract_grants(state)
-        self._keep_ranking_that_fits()
+        self._keep_ranking_that_fits(view)
 
-    def _keep_ranking_that_fits(self):
-        """After a lost grant the scheduler reloads the view: keep this
-        instance's ranking, less the nodes that no longer fit, instead of
-        filtering again.  An empty ranking is dropped, so the next one
-        (the full read before a NoValidHost answer) filters every node
-        that fits anew."""
-        if self._ranking is None:
-            return
-        index, keys = self._ranking
-        by_key = self._states_by_key()
-        keys = [
-            k
-            for k in keys
-            if k in by_key
-            and (self._amount is None or by_key[k].fits(self._amount))
-        ]
-        self._ranking = (index, keys) if keys else None
+    def rank(self, view, request, count):
+        by_key = view.by_node()
+        ranked = [by_key[k] for k in self._rank(view, request) if k in by_key]
+        return ranked[:count]
 
-    def replace(self, host_id, fresh):
-        old = self._states.get(host_id)
-        super().replace(host_id, fresh)
-        if fresh is None or (fresh.host, fresh.node) not in self._nova:
-            self._states.pop(host_id, None)
-            self._free.pop(host_id, None)
-            if old is not None:
-                self._drop((old.host, old.node))
-            return
-        self._subtract_grants(fresh)
-        # NOTE: the node changed under this request (a lost grant): keep
-        # the ranking, without the node if it has no room left for us.
-        if self._amount is not None and not fresh.fits(self._amount):
-            self._drop((fresh.host, fresh.node))
-
-    def consume(self, state, amount):
+    def won(self, view, state, amount):
         key = (state.host, state.node)
-        # The row, as base View.replace sees it; Nova's figures are
-        # consumed by Nova's own code below, so not subtracted again here.
-        gs_view.View.replace(
-            self,
-            state.host_id,
-            dataclasses.replace(state, granted=state.granted + amount),
-        )
+        # NOTE: Nova's figures are consumed by Nova's own code here, so the
+        # grant is counted as applied rather than subtracted again.
         host_state = self._private_copy(key)
         host_state.consume_from_request(self._spec)
         self._applied[key] = self._applied.get(key, api.NOTHING) + amount
@@ -172,6 +138,47 @@ class NovaView(gs_view.View):
         self._survivors = frozenset(self._last_ranking)
         self._index += 1
         self._ranking = None
+
+    def alternates(self, view, request, chosen):
+        """Hosts that passed for the instance just placed, best first, in
+        the chosen host's cell, none this request has chosen."""
+        by_key = view.by_node()
+        cell = getattr(
+            self._nova[(chosen.host, chosen.node)], "cell_uuid", None
+        )
+        found = []
+        for key in self._last_ranking:
+            if key in self._chosen or key not in by_key:
+                continue
+            if getattr(self._nova[key], "cell_uuid", None) != cell:
+                continue
+            state = by_key[key]
+            found.append(
+                api.Destination(state.host, state.node, state.node_uuid)
+            )
+            if len(found) == request.num_alternates:
+                break
+        return tuple(found)
+
+    # -- keeping Nova's figures net of live grants --------------------------
+
+    def _keep_ranking_that_fits(self, view):
+        """After a lost grant the scheduler reloads the view: keep this
+        instance's ranking, less the nodes that no longer fit, instead of
+        filtering again.  An empty ranking is dropped, so the next one
+        (the full read before a NoValidHost answer) filters every node
+        that fits anew."""
+        if self._ranking is None:
+            return
+        index, keys = self._ranking
+        by_key = view.by_node()
+        keys = [
+            k
+            for k in keys
+            if k in by_key
+            and (self._amount is None or by_key[k].fits(self._amount))
+        ]
+        self._ranking = (index, keys) if keys else None
 
     def _subtract_grants(self, state):
         key = (state.host, state.node)
@@ -213,7 +220,7 @@ class NovaView(gs_view.View):
             return self._instance_uuids[self._index]
         return None
 
-    def _rank(self, request):
+    def _rank(self, view, request):
         """Keys of the hosts that pass Nova's filters for this instance,
         best first; computed once per instance."""
         self._amount = request.resources
@@ -225,7 +232,7 @@ class NovaView(gs_view.View):
             self._spec.obj_reset_changes(["instance_uuid"])
         candidates = [
             self._nova[(s.host, s.node)]
-            for s in self._states.values()
+            for s in view.states()
             if s.fits(request.resources) and self._survived(s)
         ]
         self.filter_runs += 1
@@ -248,50 +255,9 @@ class NovaView(gs_view.View):
         self._ranking = (self._index, keys)
         return keys
 
-    def _drop(self, key):
-        if self._ranking is not None:
-            index, keys = self._ranking
-            self._ranking = (index, [k for k in keys if k != key])
-
-    def _states_by_key(self):
-        return {(s.host, s.node): s for s in self._states.values()}
-
     def _survived(self, state):
         survivors = self._survivors
         return survivors is None or (state.host, state.node) in survivors
-
-    def candidates(self, request, subset_size, spare=0):
-        return super().candidates(
-            request, self._subset_size or subset_size, spare
-        )
-
-    def ranked(self, request, subset_size, spare=0):
-        by_key = self._states_by_key()
-        ranked = [by_key[k] for k in self._rank(request) if k in by_key]
-        return ranked[: subset_size + request.num_alternates + spare]
-
-    def alternates(self, request, chosen):
-        """Hosts that passed for the instance just placed, best first, in
-        the chosen host's cell, none this request has chosen."""
-        if not request.num_alternates:
-            return ()
-        by_key = self._states_by_key()
-        cell = getattr(
-            self._nova[(chosen.host, chosen.node)], "cell_uuid", None
-        )
-        found = []
-        for key in self._last_ranking:
-            if key in self._chosen or key not in by_key:
-                continue
-            if getattr(self._nova[key], "cell_uuid", None) != cell:
-                continue
-            state = by_key[key]
-            found.append(
-                gs_view.Destination(state.host, state.node, state.node_uuid)
-            )
-            if len(found) == request.num_alternates:
-                break
-        return tuple(found)
 
 
 def rejecting_filter(host_manager, hosts, spec_obj, index=0):
