@@ -31,6 +31,7 @@ import threading
 
 from grant_scheduler import checker
 from grant_scheduler import compute
+from grant_scheduler import decision
 from grant_scheduler import exception
 from grant_scheduler import injection
 from grant_scheduler import reaper
@@ -74,7 +75,9 @@ __all__ = [
     "SchemaRevisions",
     "Selection",
     "Settings",
+    "Spread",
     "Store",
+    "Taken",
     "UnknownHost",
     "View",
     "schema_head",
@@ -106,6 +109,19 @@ UnknownHost = exception.UnknownHost
 SchemaRevisions = collections.namedtuple(
     "SchemaRevisions", ["current", "head"]
 )
+
+
+# -- for a Store or a ranking of one's own (the benchmark's baselines) ----
+#
+# ``Taken`` is what ``Store.grant`` returns: a ``Store`` subclass that
+# grants by a rule of its own (``GrantScheduler(..., store=)``) builds one.
+# ``Spread`` is the default ranking's order among equals and its random
+# choice among the best: ``View(states, Spread(random.Random(seed)))``
+# ranks reproducibly, and one ``Spread`` kept across requests keeps its
+# order, as a scheduler process's does.
+
+Taken = storage.Taken
+Spread = decision.Spread
 
 
 def schema_head():

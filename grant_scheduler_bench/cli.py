@@ -13,21 +13,27 @@ import sys
 import tempfile
 
 import sqlalchemy as sa
-import tabulate
-import tqdm
 
-from grant_scheduler import exception
-from grant_scheduler import settings
+try:
+    import tabulate
+    import tqdm
+except ImportError as exc:  # the bench extra is not installed
+    tabulate = tqdm = None
+    MISSING = exc.name
+else:
+    MISSING = None
+
+from grant_scheduler import api
 from grant_scheduler import urls
-from grant_scheduler.bench import metrics
-from grant_scheduler.bench import placement_api
-from grant_scheduler.bench import plot
-from grant_scheduler.bench import profiles
-from grant_scheduler.bench import runner
-from grant_scheduler.bench import strategies
-from grant_scheduler.bench import workloads
 from grant_scheduler.conf import database as db_conf
-from grant_scheduler.db import sa_compat
+from grant_scheduler_bench import metrics
+from grant_scheduler_bench import placement_api
+from grant_scheduler_bench import plot
+from grant_scheduler_bench import profiles
+from grant_scheduler_bench import runner
+from grant_scheduler_bench import sqla
+from grant_scheduler_bench import strategies
+from grant_scheduler_bench import workloads
 
 # NOTE: in Nova the build reaches the compute host's claim through the
 # conductor and an RPC cast, tens to hundreds of milliseconds after the
@@ -168,10 +174,10 @@ def _db_url(text):
     masked = urls.mask(text)
     try:
         db_conf.check_url(text)
-    except exception.GrantSchedulerError as exc:
+    except api.GrantSchedulerError as exc:
         raise argparse.ArgumentTypeError(str(exc))
     try:
-        url = sa_compat.make_url(text)
+        url = sqla.make_url(text)
         # NOTE: builds the dialect and imports the driver; connects to
         # nothing.
         sa.create_engine(url).dispose()
@@ -245,7 +251,7 @@ def parser():
     )
     # NOTE: the product's own defaults, so a run without these options
     # measures what an operator gets.
-    defaults = settings.Settings()
+    defaults = api.Settings()
     p.add_argument(
         "--host-subset-size",
         type=_int_range(1, 1000),
@@ -335,11 +341,27 @@ def _validate(p, args):
     if args.plot:
         try:
             plot.require_matplotlib()
-        except exception.GrantSchedulerError as exc:
+        except api.GrantSchedulerError as exc:
             p.error(str(exc))
 
 
+def missing_extra():
+    """The one line to print when the ``bench`` extra is not installed,
+    else None."""
+    if MISSING is None:
+        return None
+    return (
+        "grant-scheduler-bench: %s is not installed; the benchmark's "
+        "dependencies come with its extra: pip install "
+        "'grant_scheduler[bench]'" % MISSING
+    )
+
+
 def main(argv=None):
+    problem = missing_extra()
+    if problem:
+        print(problem, file=sys.stderr)
+        return 2
     p = parser()
     args = p.parse_args(argv)
     _validate(p, args)
@@ -347,7 +369,7 @@ def main(argv=None):
         url = args.db or "sqlite:///%s" % os.path.join(scratch, "bench.sqlite")
         try:
             rows, context = _run_all(args, url)
-        except exception.GrantSchedulerError as exc:
+        except api.GrantSchedulerError as exc:
             print("ERROR: %s" % exc, file=sys.stderr)
             return 1
     for key, group in _groups(rows):
@@ -359,7 +381,7 @@ def main(argv=None):
                 hosts,
                 seed,
                 args.build_delay_ms,
-                " backend=%s" % sa_compat.make_url(url).get_backend_name(),
+                " backend=%s" % sqla.make_url(url).get_backend_name(),
             )
         )
         print(render(group, wide=args.wide))

@@ -1,9 +1,10 @@
 """The benchmark's own way to build a ``GrantScheduler``.
 
-The public constructor always uses the product's store.  The benchmark
-also runs the unsafe and idealised baselines (``db.baselines``) behind the
-same object, so that every strategy is driven, counted and checked the same
-way; only this module can put such a store behind it.
+The public constructor uses the product's store unless given another
+(``store=``).  The benchmark also runs the unsafe and idealised baselines
+(``grant_scheduler_bench.baselines``) behind the same object, so that every
+strategy is driven, counted and checked the same way; it puts them there
+through this module.
 """
 
 from grant_scheduler import api

@@ -10,7 +10,6 @@ latency is taken, and its time is taken off the run's clock (see
 """
 
 from grant_scheduler import api
-from grant_scheduler.db import api as db_api
 
 KEYS = (
     "strategy",
@@ -165,7 +164,7 @@ class GrantTablesRoom:
     per node), through the public API on an uncounted engine."""
 
     def __init__(self, url):
-        self.gs = api.GrantScheduler(db_api.Database(url))
+        self.gs = api.GrantScheduler(api.Database(url))
 
     def __call__(self, amount):
         return {

@@ -56,8 +56,8 @@ import uuid
 
 import sqlalchemy as sa
 
-from grant_scheduler import exception
-from grant_scheduler.db import sa_compat
+from grant_scheduler import api
+from grant_scheduler_bench import sqla
 
 NAME = "placement-api"
 INSTALL_HINT = (
@@ -100,15 +100,15 @@ def provider_uuid(host):
 
 def placement_db_url(bench_url):
     """The database placement gets next to the benchmark's own."""
-    url = sa_compat.make_url(bench_url)
+    url = sqla.make_url(bench_url)
     if url.get_backend_name() == "sqlite":
         if not url.database or url.database == ":memory:":
-            raise exception.GrantSchedulerError(
+            raise api.GrantSchedulerError(
                 "placement-api needs a SQLite file or a database server, "
                 "not %s" % bench_url
             )
-        return sa_compat.url_with_database(url, url.database + ".placement")
-    return sa_compat.url_with_database(
+        return sqla.url_with_database(url, url.database + ".placement")
+    return sqla.url_with_database(
         url, "%s_placement" % (url.database or "gs_bench")
     )
 
@@ -376,7 +376,7 @@ def _admin_execute(db_url, statements):
     try:
         with engine.connect() as conn:
             for statement in statements:
-                sa_compat.execute_text(conn, statement)
+                sqla.execute_text(conn, statement)
     finally:
         engine.dispose()
 
@@ -492,7 +492,7 @@ class PlacementService:
                 "-m",
                 "gunicorn",
                 "-c",
-                "python:grant_scheduler.bench.placement_server",
+                "python:grant_scheduler_bench.placement_server",
             ],
             env=env,
             stdin=subprocess.DEVNULL,
@@ -524,7 +524,7 @@ class PlacementService:
             timeout=START_TIMEOUT,
         )
         if done.returncode != 0:
-            raise exception.GrantSchedulerError(
+            raise api.GrantSchedulerError(
                 "placement-manage db sync failed (%d): %s"
                 % (done.returncode, (done.stderr or done.stdout)[-2000:])
             )
@@ -542,7 +542,7 @@ class PlacementService:
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise exception.GrantSchedulerError(
+                raise api.GrantSchedulerError(
                     "the placement service exited (%s) while starting:\n%s"
                     % (self.process.returncode, self._tail())
                 )
@@ -553,7 +553,7 @@ class PlacementService:
             except OSError:
                 pass
             time.sleep(0.2)
-        raise exception.GrantSchedulerError(
+        raise api.GrantSchedulerError(
             "the placement service did not answer within %d s:\n%s"
             % (START_TIMEOUT, self._tail())
         )
@@ -577,7 +577,7 @@ class PlacementService:
                 "POST", "/resource_providers", {"name": host, "uuid": rp_uuid}
             )
             if status != 200:
-                raise exception.GrantSchedulerError(
+                raise api.GrantSchedulerError(
                     "placement: creating provider %s: HTTP %s %s"
                     % (host, status, body)
                 )
@@ -590,7 +590,7 @@ class PlacementService:
                 },
             )
             if status != 200:
-                raise exception.GrantSchedulerError(
+                raise api.GrantSchedulerError(
                     "placement: inventory of %s: HTTP %s %s"
                     % (host, status, body)
                 )
@@ -697,7 +697,7 @@ class Strategy:
     def start_service(self, workload, options):
         problem = missing()
         if problem:
-            raise exception.GrantSchedulerError(problem)
+            raise api.GrantSchedulerError(problem)
         return PlacementService(workload, options).start()
 
     def room_check(self, options):

@@ -1,7 +1,7 @@
 """gunicorn settings and hooks for the benchmark's placement service.
 
 ``placement_api.PlacementService`` starts gunicorn with ``-c
-python:grant_scheduler.bench.placement_server``; this module is that
+python:grant_scheduler_bench.placement_server``; this module is that
 configuration, read from the environment the service sets, and runs only
 inside gunicorn (where openstack-placement is installed).
 

@@ -5,7 +5,7 @@ One row of two charts per (workload, hosts) pair, one line per strategy
 matplotlib is an optional extra (``pip install 'grant_scheduler[plot]'``).
 """
 
-from grant_scheduler import exception
+from grant_scheduler import api
 
 METRICS = (
     ("placements_per_s", "placements / s"),
@@ -18,7 +18,7 @@ def require_matplotlib():
     try:
         import matplotlib  # noqa: F401, PLC0415 - optional dependency
     except ImportError:
-        raise exception.GrantSchedulerError(
+        raise api.GrantSchedulerError(
             "--plot needs matplotlib; install it with "
             "pip install 'grant_scheduler[plot]'"
         )

@@ -19,13 +19,10 @@ import uuid
 import sqlalchemy as sa
 
 from grant_scheduler import api
-from grant_scheduler import injection
-from grant_scheduler.bench import metrics
-from grant_scheduler.bench import profiles
-from grant_scheduler.bench import strategies
-from grant_scheduler.db import api as db_api
-from grant_scheduler.db import baselines
-from grant_scheduler.db import migration
+from grant_scheduler_bench import baselines
+from grant_scheduler_bench import metrics
+from grant_scheduler_bench import profiles
+from grant_scheduler_bench import strategies
 
 STOP = None
 COMPUTES = 2
@@ -90,7 +87,7 @@ def scheduler_process(
         "nvh_check_s": 0.0,
     }
     try:
-        hooks = injection.Hooks()
+        hooks = api.Hooks()
         if options["commit_delay_ms"]:
             # NOTE: a random share of the delay per grant: H1 needs one
             # grant to sit uncommitted longer than a later one.
@@ -253,17 +250,19 @@ class Releases:
 
 
 def reset(database, workload):
-    """Empty the tables and report the workload's hosts."""
-    migration.upgrade(database)
+    """Bring the schema to head, empty the tables and add the workload's
+    hosts."""
+    gs = api.GrantScheduler(database)
+    gs.upgrade_schema()
     baselines.reset(
         database, workload.host_names(), api.Capacity(workload.capacity)
     )
-    return api.GrantScheduler(database)
+    return gs
 
 
 def run(strategy_name, workload, schedulers, options, progress=None):
     """One run; returns the raw counts for ``metrics.summarise``."""
-    database = db_api.Database(options["url"])
+    database = api.Database(options["url"])
     service = None
     try:
         gs = reset(database, workload)
@@ -397,7 +396,7 @@ def _overcommitted(gs, service=None, final=False):
 
 def commit_ceiling(url, seconds=1.0):
     """The database's raw single-row commit rate, measured now."""
-    database = db_api.Database(url)
+    database = api.Database(url)
     try:
         return baselines.commit_ceiling(database, seconds)
     finally:

@@ -6,7 +6,8 @@ or None) and a compute side (``claim``: accept or reject the build).  Only
 they stand for:
 
 ``grants``
-    The product: ``GrantScheduler.schedule`` and ``GrantScheduler.claim``.
+    The product: ``GrantScheduler.schedule``, and on the compute side
+    ``GrantScheduler.claim_instance``, the claim Nova's compute makes.
 ``grants-naive`` (UNSAFE)
     The seed's steps taken literally: earliest database timestamp wins, no
     ticket.  Exists to show H1 happening.
@@ -23,12 +24,10 @@ they stand for:
 
 import random
 
-from grant_scheduler import decision
-from grant_scheduler import exception
-from grant_scheduler import view as gs_view
-from grant_scheduler.bench import factory
-from grant_scheduler.bench import placement_api
-from grant_scheduler.db import baselines
+from grant_scheduler import api
+from grant_scheduler_bench import baselines
+from grant_scheduler_bench import factory
+from grant_scheduler_bench import placement_api
 
 MAX_ATTEMPTS = 3
 MAX_CAS_RETRIES = 200
@@ -52,7 +51,7 @@ class GrantsScheduler(_Side):
                 instance_uuids=[instance_uuid],
             )
             return selection.host, selection.node
-        except exception.NoValidHost:
+        except api.NoValidHost:
             return None
         finally:
             self.attempts += self.gs.counters.attempts - before[0]
@@ -60,11 +59,15 @@ class GrantsScheduler(_Side):
 
 
 class ClaimingCompute(_Side):
+    """Claims as Nova's compute side does (``nova/claims.py``): by the
+    instance's grant when it holds one there, else by re-checking the node
+    with the instance's amount."""
+
     def claim(self, instance_uuid, host, node, amount):
         try:
-            self.gs.claim(instance_uuid, host, node, amount)
+            self.gs.claim_instance(instance_uuid, host, node, lambda: amount)
             return True
-        except exception.ClaimRejected:
+        except api.ClaimRejected:
             return False
 
 
@@ -74,26 +77,23 @@ class _FullReads(_Side):
 
     def __init__(self, gs, rng):
         super().__init__(gs)
-        self.spread = decision.Spread(rng)
+        # One view per process, reloaded per read: its Spread keeps the
+        # order among equals it drew, as a scheduler process's does.
+        self.view = api.View([], api.Spread(rng))
         self.store = factory.store_of(gs)
 
-    def _choose(self, states, amount, placement):
-        view = gs_view.View(states, self.spread)
-        request = _Request(amount, placement)
-        candidates = view.candidates(
+    def _choose(self, states, amount, ignore=()):
+        self.view.reload(states)
+        request = api.Request.build(
+            amount.vcpus,
+            amount.memory_mb,
+            amount.disk_gb,
+            ignore_hosts=sorted(ignore),
+        )
+        candidates = self.view.candidates(
             request, self.gs.settings.host_subset_size
         )
         return candidates[0] if candidates else None
-
-
-class _Request:
-    """The part of ``scheduler.Request`` a ``View`` ranks with."""
-
-    num_alternates = 0
-
-    def __init__(self, resources, placement):
-        self.resources = resources
-        self.placement = placement
 
 
 class LegacyScheduler(_FullReads):
@@ -101,9 +101,8 @@ class LegacyScheduler(_FullReads):
 
     def choose(self, amount, ignore):
         self.attempts += 1
-        placement = decision.Placement(ignore_hosts=frozenset(ignore))
         states = [state for state, _ in self.store.read_hosts()]
-        chosen = self._choose(states, amount, placement)
+        chosen = self._choose(states, amount, ignore)
         return None if chosen is None else (chosen.host, chosen.node)
 
 
@@ -115,9 +114,7 @@ class PlacementScheduler(_FullReads):
             self.attempts += 1
             read = self.store.read_with_generation()
             generations = {state.host_id: gen for state, gen in read}
-            chosen = self._choose(
-                [state for state, _ in read], amount, decision.Placement()
-            )
+            chosen = self._choose([state for state, _ in read], amount)
             if chosen is None:
                 return None
             if self.store.allocate(
@@ -197,6 +194,6 @@ STRATEGIES = {
     )
 }
 
-# placement-api: the real openstack-placement service (bench/placement_api.py),
+# placement-api: the real openstack-placement service (placement_api.py),
 # an optional extra; the benchmark leaves it out unless it is installed.
 STRATEGIES[placement_api.STRATEGY.name] = placement_api.STRATEGY

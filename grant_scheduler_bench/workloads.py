@@ -3,22 +3,22 @@
 import dataclasses
 import random
 
-from grant_scheduler.resources import Resources
+from grant_scheduler import api
 
 FLAVOURS = (
-    Resources(1, 2048, 20),
-    Resources(2, 4096, 40),
-    Resources(4, 8192, 80),
-    Resources(8, 16384, 160),
+    api.Resources(1, 2048, 20),
+    api.Resources(2, 4096, 40),
+    api.Resources(4, 8192, 80),
+    api.Resources(8, 16384, 160),
 )
-HOST = Resources(16, 32768, 500)
+HOST = api.Resources(16, 32768, 500)
 
 
 @dataclasses.dataclass(frozen=True)
 class Workload:
     name: str
     hosts: int
-    capacity: Resources
+    capacity: api.Resources
     flavours: tuple
     requests: int
     churn: float = 0.0
@@ -46,7 +46,7 @@ def make(name, hosts, requests=None):
     every run also measures how NoValidHost is reached.
     """
     if name == "ironic":
-        flavour = Resources(32, 131072, 1000)
+        flavour = api.Resources(32, 131072, 1000)
         default = hosts + hosts // 4 + 1
         return Workload(name, hosts, flavour, (flavour,), requests or default)
     if name in ("fill", "flood"):

@@ -16,7 +16,7 @@ import collections
 import json
 import sys
 
-from grant_scheduler.cmd import bench
+from grant_scheduler_bench import cli as bench
 
 
 def _short(name):

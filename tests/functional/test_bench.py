@@ -5,9 +5,9 @@ import io
 import json
 import os
 
-from grant_scheduler.bench import metrics
-from grant_scheduler.bench import profiles
-from grant_scheduler.cmd import bench
+from grant_scheduler_bench import cli as bench
+from grant_scheduler_bench import metrics
+from grant_scheduler_bench import profiles
 from tests import base
 
 SAFE_AND_NAIVE = "legacy,placement,grants,grants-naive"

@@ -10,11 +10,10 @@ import uuid
 import fixtures
 
 from grant_scheduler import api
-from grant_scheduler.bench import metrics
-from grant_scheduler.bench import runner
-from grant_scheduler.bench import strategies
-from grant_scheduler.bench import workloads
-from grant_scheduler.db import api as db_api
+from grant_scheduler_bench import metrics
+from grant_scheduler_bench import runner
+from grant_scheduler_bench import strategies
+from grant_scheduler_bench import workloads
 from tests import base
 
 SMALL = api.Resources(2, 4096, 40)
@@ -31,7 +30,7 @@ class _AlwaysNoValidHost:
         def __init__(self, url):
             # What the runner reaches through ``side.gs``.
             self.gs = types.SimpleNamespace(
-                database=db_api.Database(url),
+                database=api.Database(url),
                 scheduler=types.SimpleNamespace(rng=None),
             )
             self.attempts = 0

@@ -11,9 +11,9 @@ import os
 
 import fixtures
 
-from grant_scheduler.bench import placement_api
-from grant_scheduler.bench import runner
-from grant_scheduler.cmd import bench
+from grant_scheduler_bench import cli as bench
+from grant_scheduler_bench import placement_api
+from grant_scheduler_bench import runner
 from tests import base
 
 

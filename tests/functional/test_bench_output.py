@@ -2,8 +2,8 @@
 
 import io
 
-from grant_scheduler.bench import metrics
-from grant_scheduler.cmd import bench
+from grant_scheduler_bench import cli as bench
+from grant_scheduler_bench import metrics
 from tests import base
 
 

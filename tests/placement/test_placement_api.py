@@ -9,11 +9,11 @@ placement's tables itself, with its own SQL.
 
 import sqlalchemy as sa
 
-from grant_scheduler.bench import metrics
-from grant_scheduler.bench import placement_api
-from grant_scheduler.bench import runner
-from grant_scheduler.bench import strategies
-from grant_scheduler.bench import workloads
+from grant_scheduler_bench import metrics
+from grant_scheduler_bench import placement_api
+from grant_scheduler_bench import runner
+from grant_scheduler_bench import strategies
+from grant_scheduler_bench import workloads
 from tests import base
 
 HOSTS = 4

@@ -3,7 +3,7 @@
 import os
 import runpy
 
-from grant_scheduler.bench import metrics
+from grant_scheduler_bench import metrics
 from tests import base
 
 TOOL = os.path.join(
