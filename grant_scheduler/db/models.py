@@ -122,10 +122,10 @@ grants = sa.Table(
     sa.Index("ix_gs_grants_instance_uuid", "instance_uuid"),
     sa.Index("ix_gs_grants_request_id", "request_id"),
     sa.Index("ix_gs_grants_state_expires_at", "state", "expires_at"),
-    # NOTE: 'pending' and 'lost' are states of revisions 0001-0002 that no
-    # code writes any more (see migration 0003).
+    # NOTE: the states the product writes (decision.GRANT_WON and
+    # GRANT_CONSUMED); revision 0004 narrowed it to them.
     sa.CheckConstraint(
-        "state IN ('pending', 'won', 'lost', 'consumed')",
+        "state IN ('won', 'consumed')",
         name="ck_gs_grants_state",
     ),
     **TABLE_ARGS,

@@ -191,6 +191,23 @@ class MigrationWalk(base.DatabaseTestCase):
         else:
             self.assertIsInstance(hosts["memory_mb"]["type"], sa.BigInteger)
 
+    def _check_0004_grant_states_written(self):
+        with self.db.connect() as conn:
+            indexes = {
+                i["name"] for i in sa.inspect(conn).get_indexes("gs_grants")
+            }
+        # A table copy (SQLite) keeps the indexes.
+        self.assertLessEqual(
+            {
+                "ix_gs_grants_host_id_state",
+                "ix_gs_grants_instance_uuid",
+                "ix_gs_grants_request_id",
+                "ix_gs_grants_state_expires_at",
+            },
+            indexes,
+        )
+        _assert_only_written_states(self, self.db)
+
 
 @base.with_scenarios(base.ALL_BACKENDS)
 class ModelsMigrationsSync(
@@ -343,7 +360,53 @@ class UpgradeWithData(base.DatabaseTestCase):
             )
 
     def _seed_0003_grants_in_write(self):
-        """Nothing new to seed: the verification reads what 0003 made."""
+        """The two states 0003's check admits and no code of the product
+        writes: an unverified grant of the benchmark's naive baseline (not
+        counted in its node's row) and a lost one."""
+        with self.db.writer() as conn:
+            host_id = conn.execute(
+                sa_compat.select(models.hosts.c.id).where(
+                    models.hosts.c.host == "seeded"
+                )
+            ).scalar()
+            for ticket, state in ((10, "pending"), (11, "lost")):
+                conn.execute(
+                    models.grants.insert().values(
+                        host_id=host_id,
+                        ticket=ticket,
+                        instance_uuid=SEEDED_UNWRITTEN[state],
+                        scheduler="seed-0003",
+                        vcpus=2,
+                        memory_mb=4096,
+                        disk_gb=40,
+                        state=state,
+                        created_at=self.db.now(),
+                        expires_at=self.db.now(600),
+                    )
+                )
+
+    def _seed_0004_grant_states_written(self):
+        """Nothing new to seed: the verification reads what 0004 made."""
+
+    def _verify_0004_grant_states_written(self):
+        with self.db.connect() as conn:
+            states = dict(
+                conn.execute(
+                    sa_compat.select(
+                        models.grants.c.instance_uuid, models.grants.c.state
+                    )
+                ).fetchall()
+            )
+        # The product's grants stay; the two states it never wrote went.
+        self.assertEqual(
+            {
+                SEEDED_CLAIMED: "consumed",
+                SEEDED_WON: "won",
+                SEEDED_PENDING: "won",
+            },
+            states,
+        )
+        _assert_only_written_states(self, self.db)
 
     def _verify_0003_grants_in_write(self):
         with self.db.connect() as conn:
@@ -451,6 +514,41 @@ SEEDED_CLAIMED = "0f0e0d0c-0b0a-4909-8807-060504030201"
 SEEDED_WON = "1f1e1d1c-1b1a-4919-8817-161514131211"
 SEEDED_PENDING = "2f2e2d2c-2b2a-4929-8827-262524232221"
 SEEDED_LOST = "3f3e3d3c-3b3a-4939-8837-363534333231"
+SEEDED_UNWRITTEN = {
+    "pending": "4f4e4d4c-4b4a-4949-8847-464544434241",
+    "lost": "5f5e5d5c-5b5a-4959-8857-565554535251",
+}
+
+
+def _assert_only_written_states(test, database):
+    """The state check admits the states the product writes, no other."""
+    grants = models.grants
+    values = dict(
+        host_id=999999,
+        scheduler="check",
+        vcpus=1,
+        memory_mb=1,
+        disk_gb=1,
+        created_at=database.now(),
+        expires_at=database.now(600),
+    )
+    for ticket, state in enumerate(("pending", "lost", "granted")):
+        with test.subTest(state=state):
+            # NOTE: MariaDB's refusal (4025) is not one oslo.db translates.
+            with test.assertRaises((db_exc.DBError, sa.exc.DBAPIError)):
+                with database.writer() as conn:
+                    conn.execute(
+                        grants.insert().values(
+                            ticket=ticket, state=state, **values
+                        )
+                    )
+    with database.writer() as conn:
+        for ticket, state in enumerate(("won", "consumed"), start=10):
+            conn.execute(
+                grants.insert().values(ticket=ticket, state=state, **values)
+            )
+        conn.execute(grants.delete().where(grants.c.host_id == 999999))
+
 
 # The tables as revisions 0001 and 0002 had them, for the seeds.
 _OLD_HOSTS = sa.Table(
