@@ -1,8 +1,12 @@
 """The public Python API of grant_scheduler.
 
 One object, ``GrantScheduler``, serves a scheduler service, a compute agent
-and the operator's tools alike; the Nova adapters, the benchmark and the
-command line use nothing else::
+and the operator's tools alike.  This module is the one door into the
+package: the Nova adapters (``grant_scheduler.nova``), the command line
+(``grant_scheduler.cmd``) and the benchmark (``grant_scheduler_bench``)
+import nothing else of it but the option definitions
+(``grant_scheduler.conf``) and ``grant_scheduler.urls``, and touch no
+private name (``tests/unit/test_layering.py`` holds them to it)::
 
     from grant_scheduler import api
 
@@ -23,6 +27,21 @@ the schema revision and raises ``SchemaNotMigrated`` (or
 ``SchemaNewerThanCode``) with the command to run.  Every input is checked
 before it reaches the database, and every database error leaves as one of
 the exceptions below (translated here, once).
+
+Besides the object, the door offers the seams others plug into:
+
+``Ranker`` (with ``View`` and ``Destination``)
+    The ranking hook: which of the nodes with room a request prefers.
+    ``gs.view(ranker=...)`` gives a request's view ordered by it, to pass
+    to ``schedule``; Nova's filters and weighers are one.
+``Store`` (with ``SQLStore`` and ``Database``)
+    The storage interface the protocol reads and writes through, its SQL
+    implementation and the database it runs on; ``GrantScheduler(...,
+    store=...)`` puts another implementation behind the object (the
+    benchmark's baselines, the tests' in-memory store).
+``Request``, ``Selection``, ``Hooks``
+    A request built from user input, the answer, and the injection points
+    tests pause or kill a process at.
 """
 
 import collections
@@ -62,14 +81,17 @@ __all__ = [
     "HostState",
     "InvalidRequest",
     "InvalidResources",
+    "InvalidRevision",
     "InvalidSettings",
     "InvariantViolated",
+    "MigrationLocked",
     "NOTHING",
     "NoValidHost",
     "Ranker",
     "Request",
     "Resources",
     "SQLStore",
+    "SchemaInterrupted",
     "SchemaNewerThanCode",
     "SchemaNotMigrated",
     "SchemaRevisions",
@@ -101,6 +123,9 @@ InvalidRequest = exception.InvalidRequest
 InvalidResources = exception.InvalidResources
 InvalidSettings = exception.InvalidSettings
 InvariantViolated = exception.InvariantViolated
+InvalidRevision = exception.InvalidRevision
+MigrationLocked = exception.MigrationLocked
+SchemaInterrupted = exception.SchemaInterrupted
 NoValidHost = exception.NoValidHost
 SchemaNewerThanCode = exception.SchemaNewerThanCode
 SchemaNotMigrated = exception.SchemaNotMigrated
@@ -136,13 +161,12 @@ _RATIOS = (
 )
 
 
-def _edge(method):
-    """Check the schema once, then translate database errors (once)."""
+def _translating(method):
+    """Translate database errors into the project's exceptions (once)."""
 
     @functools.wraps(method)
     def call(self, *args, **kwargs):
         try:
-            self._check_schema_once()
             return method(self, *args, **kwargs)
         except Exception as exc:
             translated = db_api.translate_any(self.database, exc)
@@ -151,6 +175,17 @@ def _edge(method):
             raise translated from exc
 
     return call
+
+
+def _edge(method):
+    """Check the schema once, then run ``method``, translating errors."""
+
+    @functools.wraps(method)
+    def checked(self, *args, **kwargs):
+        self._check_schema_once()
+        return method(self, *args, **kwargs)
+
+    return _translating(checked)
 
 
 def _capacity(capacity):
@@ -236,35 +271,26 @@ class GrantScheduler:
     def check_schema(self):
         """Raise unless the schema is at this code's head revision."""
 
+    @_translating
     def schema_revisions(self):
         """The database's schema revision and this code's head, as a
         ``SchemaRevisions`` (``current`` is None on an empty database)."""
-        try:
-            return SchemaRevisions(
-                migration.current_revision(self.database),
-                migration.head_revision(),
-            )
-        except Exception as exc:
-            translated = db_api.translate_any(self.database, exc)
-            if translated is None:
-                raise
-            raise translated from exc
+        return SchemaRevisions(
+            migration.current_revision(self.database),
+            migration.head_revision(),
+        )
 
+    @_translating
     def upgrade_schema(self, revision="head"):
         """Create or upgrade the schema to ``revision`` (alembic's names:
         ``head``, a revision id or a unique prefix), under a lock that
         serialises concurrent upgrades; what ``grant-scheduler-manage db
         sync`` runs.
 
-        :raises InvalidRequest: ``revision`` is not one of this code's.
+        :raises InvalidRevision: ``revision`` is not one of this code's.
+        :raises SchemaNewerThanCode: a newer release migrated the database.
         """
-        try:
-            migration.upgrade(self.database, revision)
-        except Exception as exc:
-            translated = db_api.translate_any(self.database, exc)
-            if translated is None:
-                raise
-            raise translated from exc
+        migration.upgrade(self.database, revision)
         self._schema_checked = False
 
     # -- compute side ----------------------------------------------------

@@ -28,7 +28,6 @@ from oslo_log import log as logging
 from alembic import util as alembic_util
 from grant_scheduler import api
 from grant_scheduler import conf as gs_conf
-from grant_scheduler import settings as gs_settings
 from grant_scheduler import urls
 from grant_scheduler.cmd import table
 from grant_scheduler.conf import database as db_conf
@@ -322,7 +321,7 @@ def _load(argv, conf):
         conf, argv, project="grant_scheduler", prog="grant-scheduler-manage"
     )
     gs_conf.check_values(conf)
-    gs_settings.Settings.from_conf(conf)
+    api.Settings.from_conf(conf)
 
 
 def _connection_text(conf):

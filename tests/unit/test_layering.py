@@ -1,0 +1,165 @@
+"""``grant_scheduler.api`` is the one door into the package.
+
+The Nova adapters, the command line and the benchmark import nothing else
+of the package but the option definitions and ``urls``, and touch no
+private name of what they get through the door.
+"""
+
+import ast
+import os
+
+from tests import base
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+
+# Modules anyone outside the core may import.
+DOOR = {
+    "grant_scheduler.api",
+    "grant_scheduler.conf",
+    "grant_scheduler.urls",
+}
+
+# Packages outside the core, each allowed its own modules.
+OUTSIDE = {
+    "grant_scheduler/nova": "grant_scheduler.nova",
+    "grant_scheduler/cmd": "grant_scheduler.cmd",
+    "grant_scheduler_bench": "grant_scheduler_bench",
+}
+
+# The command line sits above the Nova adapters: grant-scheduler-audit
+# compares the books with Nova's records through them.
+ABOVE = {"grant_scheduler.cmd": ("grant_scheduler.nova",)}
+
+
+def _modules(directory):
+    for path, _dirs, files in os.walk(os.path.join(ROOT, directory)):
+        for name in sorted(files):
+            if name.endswith(".py"):
+                full = os.path.join(path, name)
+                with open(full) as f:
+                    yield os.path.relpath(full, ROOT), ast.parse(f.read())
+
+
+def _imported(tree):
+    """``(line, module)`` of every grant_scheduler import in ``tree``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:
+                yield node.lineno, "%s.%s" % (node.module, alias.name)
+
+
+def _allowed(module, own):
+    if not module.startswith("grant_scheduler"):
+        return True
+    for allowed in (own,) + ABOVE.get(own, ()):
+        if module == allowed or module.startswith(allowed + "."):
+            return True
+    if module == "grant_scheduler_bench" or module.startswith(
+        "grant_scheduler_bench."
+    ):
+        return False  # only the benchmark itself may (checked above)
+    return any(
+        module == door or module.startswith(door + ".") for door in DOOR
+    )
+
+
+def _defined(tree):
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(
+            node.ctx, ast.Store
+        ):
+            names.add(node.attr)
+    return names
+
+
+def _private_uses(tree):
+    """Private attributes read off anything but ``self``, ``cls``,
+    ``super()`` or a name this module defines itself."""
+    defined = _defined(tree)
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute):
+            continue
+        attr = node.attr
+        if not attr.startswith("_") or attr.startswith("__"):
+            continue
+        value = node.value
+        if isinstance(value, ast.Name) and value.id in ("self", "cls"):
+            continue
+        if (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Name)
+            and value.func.id == "super"
+        ):
+            continue
+        if attr in defined:
+            continue
+        yield node.lineno, ast.unparse(node)
+
+
+class TestTheDoor(base.TestCase):
+    def scan(self):
+        found = 0
+        for directory, own in OUTSIDE.items():
+            if not os.path.isdir(os.path.join(ROOT, directory)):
+                continue
+            for path, tree in _modules(directory):
+                found += 1
+                yield path, own, tree
+        self.assertGreater(found, 20)
+
+    def test_outside_the_core_only_the_door_is_imported(self):
+        wrong = [
+            "%s:%d imports %s" % (path, line, module)
+            for path, own, tree in self.scan()
+            for line, module in _imported(tree)
+            if not _allowed(module, own)
+        ]
+        self.assertEqual([], wrong)
+
+    def test_outside_the_core_no_private_name_is_touched(self):
+        wrong = [
+            "%s:%d %s" % (path, line, text)
+            for path, _own, tree in self.scan()
+            for line, text in _private_uses(tree)
+        ]
+        self.assertEqual([], wrong)
+
+    def test_the_check_catches_a_back_door(self):
+        tree = ast.parse(
+            "from grant_scheduler import scheduler\n"
+            "from grant_scheduler.db import api as db_api\n"
+            "from grant_scheduler import api\n"
+            "gs = api.GrantScheduler.from_url('sqlite://')\n"
+            "gs._store.read_hosts()\n"
+        )
+        imports = [
+            m
+            for _, m in _imported(tree)
+            if not _allowed(m, "grant_scheduler.nova")
+        ]
+        self.assertEqual(
+            ["grant_scheduler.scheduler", "grant_scheduler.db.api"], imports
+        )
+        self.assertEqual(
+            [(5, "gs._store")], [(n, t) for n, t in _private_uses(tree)]
+        )
+
+    def test_the_core_never_imports_what_is_outside_it(self):
+        wrong = []
+        for path, tree in _modules("grant_scheduler"):
+            if path.startswith(
+                ("grant_scheduler/nova", "grant_scheduler/cmd")
+            ):
+                continue
+            for line, module in _imported(tree):
+                if module.startswith(
+                    ("grant_scheduler.nova", "grant_scheduler.cmd")
+                ) or module.startswith("grant_scheduler_bench"):
+                    wrong.append("%s:%d imports %s" % (path, line, module))
+        self.assertEqual([], wrong)
