@@ -437,6 +437,29 @@ class GrantScheduler:
         return self._scheduler.schedule(request, view=view)
 
     @_edge
+    def grant_on(self, instance_uuid, host, node, resources, request_id=None):
+        """Grant one instance on a node the caller has chosen (Nova's
+        FilterScheduler, say): the protocol's write on that node alone,
+        with no view read and no ranking; a caller with a ranked list of
+        its own moves to its next node when this raises ``NoValidHost``.
+
+        :returns: a ``Selection`` (no alternates).
+        :raises NoValidHost: it does not fit there now; nothing is
+            granted.
+        :raises UnknownHost: the node never reported.
+        """
+        resources = validate.resources_object(resources, "resources")
+        request = Request.build(
+            resources.vcpus,
+            resources.memory_mb,
+            resources.disk_gb,
+            instance_uuids=[validate.instance_uuid(instance_uuid)],
+            request_id=request_id,
+        )
+        host, node = self._node(host, node)
+        return self._scheduler.grant_on(request, host, node)
+
+    @_edge
     def withdraw_instance(self, instance_uuid):
         """Withdraw every live grant of an instance that is being scheduled
         again (its earlier destination failed); how many there were."""

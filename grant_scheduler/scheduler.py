@@ -222,6 +222,78 @@ class Scheduler:
         self.counters.placed += len(selections)
         return selections
 
+    def grant_on(self, request, host, node):
+        """Grant the one instance of ``request`` on a node the caller has
+        chosen (Nova's FilterScheduler), without ranking or falling over.
+
+        No view is read: the grant's write decides against the node's
+        row under its lock, as every grant does; the node's id comes from
+        the cache, read again only when the node is not in it.
+        :returns: the ``Selection``.
+        :raises NoValidHost: it does not fit there now (nothing written).
+        :raises UnknownHost: grant_scheduler does not know the node.
+        """
+        [instance_uuid] = request.instance_uuids
+        self.counters.requests += 1
+        state = self.view_cache.find(host, node)
+        if state is None:
+            self.view_cache.refresh(full=True)
+            state = self.view_cache.find(host, node)
+            if state is None:
+                raise exception.UnknownHost(host=host, node=node)
+        ask = self._ask(request, instance_uuid)
+        self.counters.attempts += 1
+        taken = []
+        try:
+            outcome = self.store.grant(
+                [state.host_id],
+                ask,
+                taken,
+                before_commit=self._hook("grant_inserted", state),
+            )
+        except BaseException:
+            self._withdraw(request, [(h, t, ask) for h, t in taken])
+            raise
+        self.hooks.fire("grant_verified", host=host, won=outcome.won)
+        if not outcome.won:
+            self.counters.conflicts += 1
+            for host_id, fresh in outcome.states.items():
+                self.view_cache.fold(host_id, fresh)
+            self.counters.no_valid_host += 1
+            raise exception.NoValidHost(
+                count=1,
+                resources=request.resources,
+                reason="it does not fit on %s/%s now" % (host, node),
+                contention=False,
+            )
+        self.hooks.fire("grant_committed", host=host, ticket=outcome.ticket)
+        self.view_cache.fold(
+            state.host_id,
+            dataclasses.replace(
+                state, granted=state.granted + request.resources
+            ),
+        )
+        self.view_cache.own(state.host_id)
+        self.counters.placed += 1
+        return Selection(
+            instance_uuid=instance_uuid,
+            host=state.host,
+            node=state.node,
+            node_uuid=state.node_uuid,
+            grant_id=outcome.grant_id,
+            ticket=outcome.ticket,
+            resources=request.resources,
+        )
+
+    def _ask(self, request, instance_uuid):
+        return storage.Ask(
+            request.resources,
+            self.name,
+            instance_uuid,
+            request.request_id,
+            self.settings.grant_ttl,
+        )
+
     def _check_room(self, view, request, wanted, contention):
         """Raise NoValidHost, writing nothing, unless the view's free
         amounts hold the whole request; a view that does not is read again
@@ -281,13 +353,7 @@ class Scheduler:
 
     def _place(self, view, request, instance_uuid, taken):
         amount = request.resources
-        ask = storage.Ask(
-            amount,
-            self.name,
-            instance_uuid,
-            request.request_id,
-            self.settings.grant_ttl,
-        )
+        ask = self._ask(request, instance_uuid)
         subset = self.settings.host_subset_size
         losses = 0
         lost_any = False

@@ -291,6 +291,13 @@ class ViewCache:
     def states(self):
         return list(self._states.values())
 
+    def find(self, host, node):
+        """The cached row of ``host``/``node``, or None."""
+        for state in self._states.values():
+            if state.node == node and state.host == host:
+                return state
+        return None
+
     def fold(self, host_id, fresh):
         """Keep a row read by a grant's own transaction (None: gone)."""
         _put(self._states, self._free, host_id, fresh)

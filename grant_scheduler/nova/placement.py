@@ -163,16 +163,14 @@ class NodeGrants:
 
     def _try(self, context, instance_uuid, node, amount):
         try:
-            self._gs().schedule(
-                amount.vcpus,
-                amount.memory_mb,
-                amount.disk_gb,
-                instance_uuids=[instance_uuid],
+            self._gs().grant_on(
+                instance_uuid,
+                node.host,
+                node.node,
+                amount,
                 request_id=getattr(context, "request_id", None),
-                force_hosts=[node.host],
-                force_nodes=[node.node],
             )
-        except api.NoValidHost as exc:
+        except (api.NoValidHost, api.UnknownHost) as exc:
             LOG.debug(
                 "No grant for %s on %s/%s: %s",
                 instance_uuid,
