@@ -23,13 +23,12 @@ from nova import conf as nova_conf
 from nova import context as nova_context
 from nova import objects
 from nova.tests.functional import integrated_helpers
-from nova.virt import fake as fake_virt
 
-from grant_scheduler import api
 from grant_scheduler import conf as gs_conf
 from grant_scheduler.nova import compat
 from grant_scheduler.nova import hooks as gs_hooks
 from tests import base as gs_base
+from tests.nova_shared import in_nova as shared
 
 CONF = nova_conf.CONF
 RELEASE = compat.release()
@@ -39,45 +38,21 @@ TEST_DRIVERS = "grant_scheduler_release_test_drivers"
 # nova.tests.unit.image.fake's first image, in every release.
 IMAGE = "155d900f-4e14-4e4c-a73d-069cbf4541e6"
 
-
-class DiskFakeDriver(fake_virt.FakeDriver):
-    """Nova's fake driver with a small capacity and real free disk.
-
-    The fake driver reports ``disk_available_least = 0``, which Nova takes
-    as free disk.  Two ``FLAVOR``-sized servers fill a host exactly (with
-    Nova's default ``reserved_host_memory_mb`` of 512).  ``spawned``
-    records, per instance, what grant_scheduler's books held for it when
-    the spawn began.
-    """
-
-    vcpus = 2
-    memory_mb = 2048 + 512
-    local_gb = 20
-    at_spawn = None  # f(instance) called first thing in spawn (tests)
-
-    def get_available_resource(self, nodename):
-        resources = super().get_available_resource(nodename)
-        if resources:
-            resources["disk_available_least"] = (
-                resources["local_gb"] - resources["local_gb_used"]
-            )
-        return resources
-
-    def spawn(self, context, instance, *args, **kwargs):
-        if DiskFakeDriver.at_spawn is not None:
-            DiskFakeDriver.at_spawn(instance)
-        return super().spawn(context, instance, *args, **kwargs)
-
-
-FLAVOR = {"vcpu": 1, "memory_mb": 1024, "disk": 10, "ephemeral": 0}
-SLOTS_PER_HOST = 2
+# Nova's fake driver with a small capacity and real free disk: two
+# FLAVOR-sized servers fill a host exactly; its ``at_spawn`` records, per
+# instance, what grant_scheduler's books held when the spawn began.
+DiskFakeDriver = shared.DiskFakeDriver
+FLAVOR = shared.FLAVOR
+SLOTS_PER_HOST = shared.SLOTS_PER_HOST
 
 _module = types.ModuleType("nova.virt." + TEST_DRIVERS)
 _module.DiskFakeDriver = DiskFakeDriver
 sys.modules[_module.__name__] = _module
 
 
-class GrantsTestBase(integrated_helpers.ProviderUsageBaseTestCase):
+class GrantsTestBase(
+    shared.GrantsHelpers, integrated_helpers.ProviderUsageBaseTestCase
+):
     """The release's services with the grant_scheduler driver and N
     computes."""
 
@@ -126,13 +101,8 @@ class GrantsTestBase(integrated_helpers.ProviderUsageBaseTestCase):
         return flavor_id
 
     @property
-    def driver(self):
-        return self.scheduler.manager.driver
-
-    @property
-    def gs(self):
-        """The scheduler driver's own GrantScheduler."""
-        return self.driver.grant_scheduler
+    def placement_client(self):
+        return self.placement_api
 
     # -- servers ----------------------------------------------------------
 
@@ -194,75 +164,6 @@ class GrantsTestBase(integrated_helpers.ProviderUsageBaseTestCase):
             eventlet.sleep(0.25)
         self.fail("servers did not reach %s: %s" % (status, servers))
 
-    # -- grant_scheduler's books ------------------------------------------
-
-    def usage(self):
-        """``{host: used Resources}`` in grant_scheduler's books."""
-        return {r.state.host: r.state.used for r in self.gs.hosts()}
-
-    def live_grants(self):
-        return [g for g in self.gs.grants() if g.state == "won"]
-
-    def flavor_resources(self, count=1):
-        return api.Resources(
-            FLAVOR["vcpu"] * count,
-            FLAVOR["memory_mb"] * count,
-            FLAVOR["disk"] * count,
-        )
-
-    def over_limit(self):
-        """Hosts over their limit in grant_scheduler's books (I1)."""
-        return [
-            r.state.host
-            for r in self.gs.hosts()
-            if not (r.state.used + r.state.granted).fits_within(r.state.limit)
-        ]
-
-    def expire_and_reap(self):
-        """Move the database clock past every grant's TTL and reap."""
-        self.gs.database.clock_offset = self.gs.settings.grant_ttl + 1
-        self.addCleanup(setattr, self.gs.database, "clock_offset", 0)
-        return self.gs.reap()
-
-    def fill(self, host, node):
-        """Claim all the room left on ``host``/``node`` for strangers."""
-        while True:
-            [report] = [
-                r
-                for r in self.gs.hosts()
-                if (r.state.host, r.state.node) == (host, node)
-            ]
-            free, total = report.state.free, report.state.capacity.total
-            each = api.Resources(
-                min(free.vcpus, total.vcpus),
-                min(free.memory_mb, total.memory_mb),
-                min(free.disk_gb, total.disk_gb),
-            )
-            if min(each.vcpus, each.memory_mb, each.disk_gb) < 1:
-                return
-            self.gs.claim(str(uuid.uuid4()), host, node, each)
-
-    def steal_after_scheduling(self):
-        """After the driver answers, take the chosen host's room away: the
-        grant expires and is reaped, then strangers claim all the room;
-        the build reaching that host finds no grant and no room."""
-        select = self.driver.select_destinations
-        stolen = []
-
-        def select_then_steal(*args, **kwargs):
-            answer = select(*args, **kwargs)
-            for selections in answer:
-                chosen = selections[0]
-                self.expire_and_reap()
-                self.gs.database.clock_offset = 0
-                self.fill(chosen.service_host, chosen.nodename)
-                stolen.append(chosen.service_host)
-            return answer
-
-        self.driver.select_destinations = select_then_steal
-        self.addCleanup(setattr, self.driver, "select_destinations", select)
-        return stolen
-
     # -- Nova's own records -----------------------------------------------
 
     def nova_over_capacity(self):
@@ -309,37 +210,6 @@ class GrantsTestBase(integrated_helpers.ProviderUsageBaseTestCase):
         ctxt = nova_context.get_admin_context()
         for compute in self.computes.values():
             compute.manager.update_available_resource(ctxt)
-
-    def placement_provider(self, host):
-        [provider] = self.placement_api.get(
-            "/resource_providers?name=%s" % host
-        ).body["resource_providers"]
-        return provider["uuid"]
-
-    def placement_usage(self, host):
-        """``(VCPU, MEMORY_MB, DISK_GB)`` placement records on ``host``."""
-        usages = self.placement_api.get(
-            "/resource_providers/%s/usages" % self.placement_provider(host)
-        ).body["usages"]
-        return (usages["VCPU"], usages["MEMORY_MB"], usages["DISK_GB"])
-
-    def placement_over_capacity(self):
-        over = []
-        for host in self.HOSTS:
-            provider = self.placement_provider(host)
-            inventories = self.placement_api.get(
-                "/resource_providers/%s/inventories" % provider
-            ).body["inventories"]
-            usages = self.placement_api.get(
-                "/resource_providers/%s/usages" % provider
-            ).body["usages"]
-            for name, inventory in inventories.items():
-                capacity = (inventory["total"] - inventory["reserved"]) * (
-                    inventory["allocation_ratio"]
-                )
-                if usages.get(name, 0) > capacity:
-                    over.append((host, name))
-        return over
 
     def active_on(self, host):
         return [

@@ -98,12 +98,7 @@ class TestBuildHook(base.GrantsTestBase):
         spawned = []
         base.DiskFakeDriver.at_spawn = staticmethod(spawned.append)
         server = self.boot(expected_state="ERROR")
-        [host] = stolen
-        fault = server["fault"]["message"]
-        self.assertIn("rejected", fault)
-        self.assertIn(host, fault)
-        self.assertIsNone(server["OS-EXT-SRV-ATTR:host"])
-        self.assertIsNone(server["OS-EXT-STS:task_state"])
+        self.assert_rejected_in_error(server, stolen)
         # Stopped before the hypervisor, never rescheduled.
         self.assertEqual([], spawned)
         eventlet.sleep(1)

@@ -1,17 +1,19 @@
 """A release's own functional tests, with the stock scheduler and with ours.
 
 ``python3 -m tests.nova_releases.own_tests [--workers N] [--record FILE
-[--both]] @LIST``, inside a release's venv (``tools/nova-releases.sh own
-RELEASE``), runs the named Nova test modules in worker processes
-monkey-patched as Nova's tests require (``nova.tests.functional`` imported
-first): untouched (the stock FilterScheduler; with ``--record`` and
-without ``--both``, the stock outcomes recorded in FILE stand for this
-run) and with every ``start_service(
-'scheduler')`` given ``[scheduler] driver = grant_scheduler`` (loaded by
-the release's SchedulerManager through the installed entry point) and a
-``[grant_scheduler_database]`` of its own, a copy of one SQLite file
-migrated by ``grant-scheduler-manage db sync``.  Every other option keeps
-its default.  Modules the release does not have are listed and left out.
+[--both]] NAME...`` (a NAME is a module, or ``@LIST``: a file of modules,
+one a line, each optionally followed by the releases that run it), inside
+a release's venv (``tools/nova-releases.sh own RELEASE``), runs the named
+Nova test modules in worker processes monkey-patched as Nova's tests
+require (``nova.tests.functional`` imported first): untouched (the stock
+FilterScheduler) and with every ``start_service('scheduler')`` given
+``[scheduler] driver = grant_scheduler`` (``tests.nova_shared.own_tests``,
+shared with Nova 22's runner).  With ``--record`` and without ``--both``,
+the stock outcomes recorded in FILE for the modules named stand for the
+stock run; with ``--both`` the stock scheduler runs too and its outcomes
+replace those of the modules named in FILE (the others are kept, so a
+module can be recorded on its own).  Modules the release does not have
+are listed and left out.
 
 It prints both outcomes per module and exits 1 when grant_scheduler fails
 a test the stock scheduler passes in the same release (except the
@@ -32,128 +34,22 @@ sys.path[:] = [
 import nova.tests.functional  # noqa: E402,F401,I001 - first: it monkey-patches
 
 import argparse  # noqa: E402
-import contextlib  # noqa: E402
 import importlib  # noqa: E402
 import json  # noqa: E402
-import shutil  # noqa: E402
-import sqlite3  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
 import time  # noqa: E402
 import unittest  # noqa: E402
 
-STOCK_DRIVER = "filter_scheduler"
-NODES_SEEN = {}
+from tests.nova_shared import own_tests as shared  # noqa: E402
 
 
-class _Outcomes(unittest.TestResult):
-    def __init__(self):
-        super().__init__()
-        self.outcomes, self.details = {}, {}
-
-    def addSuccess(self, test):
-        self.outcomes[test.id()] = "passed"
-
-    def _bad(self, outcome, test, err):
-        self.outcomes[test.id()] = outcome
-        self.details[test.id()] = self._exc_info_to_string(err, test)[-3000:]
-
-    def addFailure(self, test, err):
-        self._bad("failed", test, err)
-
-    def addError(self, test, err):
-        self._bad("error", test, err)
-
-    def addSkip(self, test, reason):
-        self.outcomes[test.id()] = "skipped"
-
-    def addExpectedFailure(self, test, err):
-        self.outcomes[test.id()] = "passed"
-
-    def addUnexpectedSuccess(self, test):
-        self.outcomes[test.id()] = "failed"
-
-
-def _migrated_template(workdir):
-    template = os.path.join(workdir, "template.sqlite")
-    config = os.path.join(workdir, "gs.conf")
-    with open(config, "w") as f:
-        f.write(
-            "[grant_scheduler_database]\nconnection = sqlite:///%s\n"
-            % template
-        )
-    subprocess.run(
-        [sys.executable, "-m", "grant_scheduler.cmd.manage"]
-        + ["--config-file", config, "db", "sync"],
-        check=True,
-        cwd=workdir,
-    )
-    return template
-
-
-def _count_nodes(test_id, database):
-    with contextlib.closing(sqlite3.connect(database)) as db:
-        [(count,)] = db.execute("SELECT COUNT(*) FROM gs_hosts").fetchall()
-    NODES_SEEN[test_id] = count
-
-
-def _use_grant_scheduler(workdir):
-    from nova import test as nova_test
-
-    from grant_scheduler import conf as gs_conf
-
-    template = _migrated_template(workdir)
-    start_service = nova_test.TestCase.start_service
-
-    def start_with_grants(self, name, *args, **kwargs):
-        conf = nova_test.CONF
-        if name == "scheduler" and conf.scheduler.driver == STOCK_DRIVER:
-            gs_conf.register_opts(conf)
-            database = tempfile.mktemp(suffix=".sqlite", dir=workdir)
-            shutil.copyfile(template, database)
-            self.addCleanup(os.unlink, database)
-            self.addCleanup(_count_nodes, self.id(), database)
-            self.flags(driver="grant_scheduler", group="scheduler")
-            self.flags(
-                connection="sqlite:///" + database,
-                group="grant_scheduler_database",
-            )
-        return start_service(self, name, *args, **kwargs)
-
-    nova_test.TestCase.start_service = start_with_grants
-
-
-def _tests(suite):
-    for test in suite:
-        if isinstance(test, unittest.TestSuite):
-            yield from _tests(test)
-        else:
-            yield test
-
-
-def _shard(names, index, count):
-    """Every ``count``-th class from ``index``, the biggest spread first."""
-    by_class = {}
-    for test in _tests(unittest.defaultTestLoader.loadTestsFromNames(names)):
-        by_class.setdefault(type(test).__qualname__, []).append(test)
-    shards = [[] for _ in range(count)]
-    for tests in sorted(by_class.values(), key=len, reverse=True):
-        min(shards, key=len).extend(tests)
-    return unittest.TestSuite(shards[index])
-
-
-def _names(given):
+def _for_release(lines, release):
+    """The names of ``lines`` (``NAME [RELEASE...]``) that ``release``
+    (its major number) runs."""
     names = []
-    for name in given:
-        if not name.startswith("@"):
+    for line in lines:
+        name, *releases = line.split()
+        if not releases or str(release) in releases:
             names.append(name)
-            continue
-        with open(name[1:]) as f:
-            names.extend(
-                line.split("#")[0].strip()
-                for line in f
-                if line.split("#")[0].strip()
-            )
     return names
 
 
@@ -166,7 +62,9 @@ def _present(names):
         except ImportError:
             # A class or a test of a module.
             tests = list(
-                _tests(unittest.defaultTestLoader.loadTestsFromNames([name]))
+                shared.tests(
+                    unittest.defaultTestLoader.loadTestsFromNames([name])
+                )
             )
             if not tests or any(
                 type(t).__name__ == "_FailedTest" for t in tests
@@ -177,97 +75,23 @@ def _present(names):
     return present, missing
 
 
-def _worker(args):
-    workdir = tempfile.mkdtemp(prefix="nova-own-tests-")
-    try:
-        if args.scheduler == "grant_scheduler":
-            _use_grant_scheduler(workdir)
-        index, count = (int(n) for n in args.shard.split("/"))
-        result = _Outcomes()
-        _shard(args.names, index, count).run(result)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    with open(args.json, "w") as f:
-        json.dump(
-            {
-                "outcomes": result.outcomes,
-                "details": result.details,
-                "nodes_seen": NODES_SEEN,
-            },
-            f,
-        )
-    return 0
+def _under(test_id, names):
+    """Whether ``test_id`` is one of ``names`` or within one of them."""
+    return any(test_id == n or test_id.startswith(n + ".") for n in names)
 
 
 def _run(scheduler, names, workers, directory):
     """Run ``names`` with ``scheduler`` in ``workers`` processes."""
-    processes = []
-    for index in range(workers):
-        part = os.path.join(directory, "%s.%d.json" % (scheduler, index))
-        command = [sys.executable, "-W", "ignore", "-m", __spec__.name]
-        command += ["--scheduler", scheduler, "--json", part]
-        command += ["--shard", "%d/%d" % (index, workers)] + names
-        log = open(part + ".log", "w")
-        processes.append(
-            (
-                part,
-                subprocess.Popen(
-                    command, stdout=log, stderr=subprocess.STDOUT
-                ),
-            )
-        )
-    found = {"outcomes": {}, "details": {}, "nodes_seen": {}}
-    for part, process in processes:
-        if process.wait() != 0 or not os.path.exists(part):
-            with open(part + ".log") as f:
-                print(f.read()[-5000:])
-            raise SystemExit("worker %s failed" % part)
-        with open(part) as f:
-            for key, value in json.load(f).items():
-                found[key].update(value)
-    return found
-
-
-def _module(test_id):
-    parts = test_id.split(".")
-    for index, part in enumerate(parts):
-        if part.startswith("test_"):
-            parts = parts[: index + 1]
-            break
-    return ".".join(parts).replace("nova.tests.functional.", "")
-
-
-def compare(stock, ours, allowed):
-    """Print both outcomes per module; return the tests stock passes and
-    ours does not, less the allowed ones."""
-    rows = {}
-    for test_id in set(stock) | set(ours):
-        row = rows.setdefault(_module(test_id), [0, 0, 0])
-        row[0] += 1
-        row[1] += stock.get(test_id) == "passed"
-        row[2] += ours.get(test_id) == "passed"
-    width = max([len(m) for m in rows] + [6])
-    print("%-*s %6s %6s %6s" % (width, "module", "tests", "stock", "ours"))
-    for module in sorted(rows):
-        print("%-*s %6d %6d %6d" % ((width, module) + tuple(rows[module])))
-    totals = [sum(r[i] for r in rows.values()) for i in range(3)]
-    print("%-*s %6d %6d %6d" % ((width, "total") + tuple(totals)))
-    worse = sorted(
-        t
-        for t, outcome in stock.items()
-        if outcome == "passed" and ours.get(t) != "passed"
-    )
-    for test_id in worse:
-        note = allowed.get(test_id)
-        print(
-            "%s: stock passed, ours %s%s"
-            % (
-                test_id,
-                ours.get(test_id, "not run"),
-                " (allowed: %s)" % note if note is not None else "",
-            )
-        )
-    return [t for t in worse if t not in allowed]
+    parts = [
+        os.path.join(directory, "%s.%d.json" % (scheduler, index))
+        for index in range(workers)
+    ]
+    try:
+        return shared.run_workers(__spec__.name, scheduler, names, parts)
+    except shared.WorkerFailed as failed:
+        with open(failed.args[0] + ".log") as f:
+            print(f.read()[-5000:])
+        raise SystemExit("worker %s failed" % failed.args[0])
 
 
 def main(argv=None):
@@ -290,12 +114,14 @@ def main(argv=None):
     )
     parser.add_argument("names", nargs="+", help="modules, or @FILE")
     args = parser.parse_args(argv)
-    args.names = _names(args.names)
-    if args.shard:
-        return _worker(args)
     from nova import version
 
     release = version.version_info.release_string()
+    args.names = _for_release(
+        shared.lines(args.names), int(release.split(".")[0])
+    )
+    if args.shard:
+        return shared.worker(args, migrate_in_workdir=True)
     names, missing = _present(args.names)
     for name in missing:
         print("not in Nova %s: %s" % (release, name))
@@ -305,9 +131,22 @@ def main(argv=None):
     os.makedirs(directory, exist_ok=True)
     results = {}
     schedulers = ("stock", "grant_scheduler")
-    if args.record and not args.both:
+    recorded = {}
+    if args.record and os.path.exists(args.record):
         with open(args.record) as f:
-            results["stock"] = {"outcomes": json.load(f)["outcomes"]}
+            recorded = json.load(f)["outcomes"]
+    if args.record and not args.both:
+        results["stock"] = {
+            "outcomes": {t: o for t, o in recorded.items() if _under(t, names)}
+        }
+        unrecorded = [
+            n for n in names if not any(_under(t, [n]) for t in recorded)
+        ]
+        if unrecorded:
+            raise SystemExit(
+                "%s records no test of %s: run the stock scheduler too "
+                "(--both)" % (args.record, ", ".join(unrecorded))
+            )
         print("stock: the run recorded in %s" % args.record)
         schedulers = ("grant_scheduler",)
     for scheduler in schedulers:
@@ -324,12 +163,14 @@ def main(argv=None):
         with open(os.path.join(directory, scheduler + ".json"), "w") as f:
             json.dump(results[scheduler], f, indent=1, sort_keys=True)
     if args.record and args.both:
+        outcomes = {t: o for t, o in recorded.items() if not _under(t, names)}
+        outcomes.update(results["stock"]["outcomes"])
         with open(args.record, "w") as f:
             json.dump(
                 {
                     "release": release,
                     "scheduler": "stock",
-                    "outcomes": results["stock"]["outcomes"],
+                    "outcomes": outcomes,
                 },
                 f,
                 indent=1,
@@ -342,15 +183,10 @@ def main(argv=None):
         "tests whose scheduler was grant_scheduler: %d, with compute nodes "
         "registered: %d" % (len(nodes_seen), registered)
     )
-    allowed = {}
-    if args.allowed:
-        for line in _names(["@" + args.allowed]):
-            test_id, _, reason = line.partition(" ")
-            allowed[test_id] = reason.strip()
-    worse = compare(
+    worse = shared.compare(
         results["stock"]["outcomes"],
         results["grant_scheduler"]["outcomes"],
-        allowed,
+        shared.allowed(args.allowed),
     )
     for test_id in worse:
         detail = results["grant_scheduler"]["details"].get(test_id)

@@ -85,61 +85,7 @@ class TestConcurrentBoots(base.GrantsTestBase):
         # Twelve servers, those in ERROR included, are more than the
         # project's default quota of ten instances.
         self.flags(instances=-1, cores=-1, ram=-1, group="quota")
-
-        in_flight = [0, 0]  # now, most
-        select = self.driver.select_destinations
-
-        def counted(*args, **kwargs):
-            in_flight[0] += 1
-            in_flight[1] = max(in_flight)
-            try:
-                return select(*args, **kwargs)
-            finally:
-                in_flight[0] -= 1
-
-        self.driver.select_destinations = counted
-
-        def client():
-            return [self.post_server()["id"] for _ in range(self.PER_CLIENT)]
-
-        pool = eventlet.GreenPool(self.CLIENTS)
-        ids = [
-            i
-            for batch in pool.imap(lambda _: client(), range(self.CLIENTS))
-            for i in batch
-        ]
-        final = {}
-        for _ in range(60):
-            for server in self.api.get_servers():
-                if server["status"] in ("ACTIVE", "ERROR"):
-                    final[server["id"]] = server
-            if len(final) == len(ids):
-                break
-            eventlet.sleep(0.5)
-        self.assertEqual(sorted(ids), sorted(final))
-        # The requests really overlapped inside the scheduler driver.
-        self.assertGreater(in_flight[1], 1)
-        active = [s for s in final.values() if s["status"] == "ACTIVE"]
-        errors = [s for s in final.values() if s["status"] == "ERROR"]
-        self.assertEqual(slots, len(active))
-        for server in errors:
-            fault = self.api.get_server(server["id"])["fault"]
-            self.assertIn("No valid host", fault["message"])
-        self.assertEqual([], self.over_limit())
-        self.assertEqual([], self.gs.check())
-        # Placement's records: every ACTIVE server allocated, no provider
-        # over its inventory, and the same usage as the books.
-        self.assertEqual([], self.placement_over_capacity())
-        for host in self.HOSTS:
-            used = self.usage()[host]
-            self.assertEqual(
-                (used.vcpus, used.memory_mb, used.disk_gb),
-                self.placement_usage(host),
-            )
-        # One TTL and one reap later nothing is left over and no host is
-        # over its limit.
-        self.expire_and_reap()
-        self.assertEqual([], self.gs.check(quiescent=True))
-        self.assertEqual([], self.over_limit())
-        full = self.flavor_resources(base.SLOTS_PER_HOST)
-        self.assertEqual(dict.fromkeys(self.HOSTS, full), self.usage())
+        final, most_in_flight = self.boot_concurrently(
+            self.CLIENTS, self.PER_CLIENT, polls=60, pause=0.5
+        )
+        self.assert_concurrent_boots_placed(final, most_in_flight)

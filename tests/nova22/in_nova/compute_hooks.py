@@ -68,12 +68,7 @@ class TestBuildHook(base.GrantsTestBase):
     def test_rejected_claim_ends_in_error_with_the_reason(self):
         stolen = self.steal_after_scheduling()
         server = self.boot(expected_state="ERROR")
-        [host] = stolen
-        fault = server["fault"]["message"]
-        self.assertIn("rejected", fault)
-        self.assertIn(host, fault)
-        self.assertIsNone(server["OS-EXT-SRV-ATTR:host"])
-        self.assertIsNone(server["OS-EXT-STS:task_state"])
+        self.assert_rejected_in_error(server, stolen)
         self.assertEqual([], self.over_limit())
 
     def test_without_recording_the_fault_the_instance_stays_in_build(self):
