@@ -2,8 +2,12 @@
 
 Nova builds its scheduler driver, filters and hooks before it forks its
 workers (H9), so nothing here connects or starts anything until the
-first real use, which happens in the worker.  The options live in their own
-groups (``[grant_scheduler]``, ``[grant_scheduler_database]``) of Nova's
+first real use, which happens in the worker.  The driver, the filter, the
+hooks and the host manager each hold a ``Lazy``; the ``GrantScheduler``s
+they build in one process share one ``Database`` (one enginefacade and one
+connection pool) per database URL and options (``GrantScheduler.from_conf``
+uses ``Database.shared``).  The options live in their own groups
+(``[grant_scheduler]``, ``[grant_scheduler_database]``) of Nova's
 configuration object; an unset ``connection`` there never falls back to
 Nova's own database (H10).
 """
@@ -26,9 +30,11 @@ def nova_conf():
 class Lazy:
     """Builds a ``GrantScheduler`` on first use, once per process.
 
-    A fork after first use (a worker inheriting a parent's object) is
-    detected by pid and gets a fresh object, so no pooled connection is
-    ever shared across processes.
+    Every ``Lazy`` of a process on the same ``[grant_scheduler_database]``
+    gets a ``GrantScheduler`` over the same ``Database``.  A fork after
+    first use (a worker inheriting a parent's object) is detected by pid
+    and gets a fresh object over the child's own ``Database``, so no
+    pooled connection is ever shared across processes.
     """
 
     def __init__(self, conf=None, **kwargs):
