@@ -14,8 +14,6 @@ host with grant_scheduler installed.  Every protocol option keeps its
 default.
 """
 
-import sys
-import types
 import uuid
 
 import eventlet
@@ -44,10 +42,7 @@ IMAGE = "155d900f-4e14-4e4c-a73d-069cbf4541e6"
 DiskFakeDriver = shared.DiskFakeDriver
 FLAVOR = shared.FLAVOR
 SLOTS_PER_HOST = shared.SLOTS_PER_HOST
-
-_module = types.ModuleType("nova.virt." + TEST_DRIVERS)
-_module.DiskFakeDriver = DiskFakeDriver
-sys.modules[_module.__name__] = _module
+COMPUTE_DRIVER = shared.register_test_drivers(TEST_DRIVERS)
 
 
 class GrantsTestBase(
@@ -57,7 +52,7 @@ class GrantsTestBase(
     computes."""
 
     HOSTS = ("host1", "host2")
-    compute_driver = TEST_DRIVERS + ".DiskFakeDriver"
+    compute_driver = COMPUTE_DRIVER
     microversion = "latest"
 
     def setUp(self):
@@ -153,18 +148,6 @@ class GrantsTestBase(
                 return
             eventlet.sleep(0.25)
         self.assertEqual(expected, found)
-
-    def wait_for_all(self, status, count):
-        for _ in range(80):
-            servers = self.api.get_servers()
-            if len(servers) == count and all(
-                s["status"] == status for s in servers
-            ):
-                return servers
-            eventlet.sleep(0.25)
-        self.fail("servers did not reach %s: %s" % (status, servers))
-
-    # -- Nova's own records -----------------------------------------------
 
     def nova_over_capacity(self):
         """Compute nodes whose usage in Nova's own records (the resource

@@ -14,19 +14,8 @@ from tests.nova_releases import base
 
 class TestFill(base.GrantsTestBase):
     def test_fill_exactly_then_no_valid_host(self):
-        slots = base.SLOTS_PER_HOST * len(self.HOSTS)
-        servers = [self.boot() for _ in range(slots)]
-        hosts = sorted(s["OS-EXT-SRV-ATTR:host"] for s in servers)
-        self.assertEqual(sorted(self.HOSTS * base.SLOTS_PER_HOST), hosts)
-        # Every grant was consumed, by the build hook before the spawn.
-        self.assertEqual([], self.live_grants())
-        full = self.flavor_resources(base.SLOTS_PER_HOST)
-        self.assertEqual(dict.fromkeys(self.HOSTS, full), self.usage())
-        self.assertEqual([], self.gs.check())
-        server = self.boot(expected_state="ERROR")
-        self.assertIn("No valid host", server["fault"]["message"])
-        self.assertEqual([], self.live_grants())
-        self.assertEqual([], self.over_limit())
+        # Every grant consumed, by the build hook before the spawn.
+        self.fill_every_slot_then_no_valid_host()
         self.assertEqual([], self.nova_over_capacity())
         self.assertEqual([], self.placement_over_capacity())
 
@@ -47,28 +36,14 @@ class TestFill(base.GrantsTestBase):
 
 class TestMultiCreate(base.GrantsTestBase):
     def test_multi_create_that_does_not_fit_leaves_no_grants(self):
-        slots = base.SLOTS_PER_HOST * len(self.HOSTS)
-        self.post_server(min_count=slots + 1, max_count=slots + 1)
-        servers = self.wait_for_all("ERROR", slots + 1)
-        self.assertEqual(slots + 1, len(servers))
-        self.assertEqual([], self.gs.grants())
-        self.assertEqual(
-            dict.fromkeys(self.HOSTS, self.flavor_resources(0)), self.usage()
-        )
+        self.multi_create_one_too_many(polls=80, pause=0.25)
         # All or nothing: room for the whole cloud is still there.
+        slots = base.SLOTS_PER_HOST * len(self.HOSTS)
         self.post_server(min_count=slots, max_count=slots)
         self.wait_for_all_with("ACTIVE", slots)
 
     def test_multi_create_that_fits_fills_every_slot(self):
-        slots = base.SLOTS_PER_HOST * len(self.HOSTS)
-        self.post_server(min_count=slots, max_count=slots)
-        servers = self.wait_for_all("ACTIVE", slots)
-        self.assertEqual(
-            sorted(self.HOSTS * base.SLOTS_PER_HOST),
-            sorted(s["OS-EXT-SRV-ATTR:host"] for s in servers),
-        )
-        self.assertEqual([], self.live_grants())
-        self.assertEqual([], self.gs.check())
+        self.multi_create_every_slot(polls=80, pause=0.25)
         self.assertEqual([], self.nova_over_capacity())
 
     def wait_for_all_with(self, status, count):

@@ -26,16 +26,6 @@ def _amounts(resources):
 
 
 class BooksTestBase(base.GrantsTestBase):
-    def reconcile(self):
-        self.driver.reconcile_claims(nova_context.get_admin_context())
-
-    def claimed(self, host):
-        return {c.instance_uuid: c.resources for c in self.gs.claims(host)}
-
-    def books_usage(self, host):
-        total = sum(self.claimed(host).values(), self.flavor_resources(0))
-        return _amounts(total)
-
     def books_by_consumer(self, host):
         """``{consumer: (vCPU, MB, GB)}`` the books claim on ``host``."""
         return {
@@ -57,24 +47,6 @@ class BooksTestBase(base.GrantsTestBase):
             )
             for consumer, found in allocations.items()
         }
-
-    def nova_usage(self, host):
-        """What the release's API says runs on ``host``: the flavours of
-        its servers, or None while a move waits for its confirmation (the
-        source then holds the old flavour too, as placement says)."""
-        servers = self.admin_api.get_servers(detail=True)
-        if any(s["status"] == "VERIFY_RESIZE" for s in servers):
-            return None
-        total = [0, 0, 0]
-        for server in servers:
-            if server["OS-EXT-SRV-ATTR:host"] == host:
-                # 2.47 and later (every release here at "latest"): the
-                # flavour's fields, as the server runs them.
-                flavor = server["flavor"]
-                total[0] += flavor["vcpus"]
-                total[1] += flavor["ram"]
-                total[2] += flavor["disk"] + flavor["ephemeral"]
-        return tuple(total)
 
     def assert_books_agree(self, hosts=None):
         """The books equal placement, consumer by consumer, and what the

@@ -8,9 +8,12 @@ from under a chosen host, placement's records and the concurrent API
 clients.  ``placement_client`` names the release's placement API client.
 """
 
+import sys
+import types
 import uuid
 
 import eventlet
+from nova import context as nova_context
 from nova.virt import fake as fake_virt
 
 from grant_scheduler import api
@@ -46,6 +49,16 @@ class DiskFakeDriver(fake_virt.FakeDriver):
         if DiskFakeDriver.at_spawn is not None:
             DiskFakeDriver.at_spawn(instance)
         return super().spawn(context, instance, *args, **kwargs)
+
+
+def register_test_drivers(name):
+    """Make ``DiskFakeDriver`` loadable as ``compute_driver =
+    NAME.DiskFakeDriver`` (Nova loads ``"nova.virt." + compute_driver``);
+    returns that value."""
+    module = types.ModuleType("nova.virt." + name)
+    module.DiskFakeDriver = DiskFakeDriver
+    sys.modules[module.__name__] = module
+    return name + ".DiskFakeDriver"
 
 
 class GrantsHelpers:
@@ -153,6 +166,89 @@ class GrantsHelpers:
         self.assertIn(host, fault)
         self.assertIsNone(server["OS-EXT-SRV-ATTR:host"])
         self.assertIsNone(server["OS-EXT-STS:task_state"])
+
+    # -- servers through the API -----------------------------------------
+
+    def wait_for_all(self, status, count, polls=80, pause=0.25):
+        """Every server, once there are ``count`` and all are ``status``."""
+        for _ in range(polls):
+            servers = self.api.get_servers()
+            if len(servers) == count and all(
+                s["status"] == status for s in servers
+            ):
+                return servers
+            eventlet.sleep(pause)
+        self.fail("servers did not reach %s: %s" % (status, servers))
+
+    def fill_every_slot_then_no_valid_host(self):
+        """Boot one server per slot, each host filled exactly and every
+        grant consumed, then one more: NoValidHost."""
+        slots = SLOTS_PER_HOST * len(self.HOSTS)
+        servers = [self.boot() for _ in range(slots)]
+        hosts = sorted(s["OS-EXT-SRV-ATTR:host"] for s in servers)
+        self.assertEqual(sorted(self.HOSTS * SLOTS_PER_HOST), hosts)
+        self.assertEqual([], self.live_grants())
+        full = self.flavor_resources(SLOTS_PER_HOST)
+        self.assertEqual(dict.fromkeys(self.HOSTS, full), self.usage())
+        self.assertEqual([], self.gs.check())
+        server = self.boot(expected_state="ERROR")
+        self.assertIn("No valid host", server["fault"]["message"])
+        self.assertEqual([], self.live_grants())
+        self.assertEqual([], self.over_limit())
+
+    def multi_create_one_too_many(self, polls, pause):
+        """One request for one server more than there are slots: every
+        server ERROR, no grant left, no usage."""
+        slots = SLOTS_PER_HOST * len(self.HOSTS)
+        self.post_server(min_count=slots + 1, max_count=slots + 1)
+        servers = self.wait_for_all("ERROR", slots + 1, polls, pause)
+        self.assertEqual(slots + 1, len(servers))
+        self.assertEqual([], self.gs.grants())
+        self.assertEqual(
+            dict.fromkeys(self.HOSTS, self.flavor_resources(0)), self.usage()
+        )
+
+    def multi_create_every_slot(self, polls, pause):
+        """One request for every slot: each filled, every grant consumed."""
+        slots = SLOTS_PER_HOST * len(self.HOSTS)
+        self.post_server(min_count=slots, max_count=slots)
+        servers = self.wait_for_all("ACTIVE", slots, polls, pause)
+        self.assertEqual(
+            sorted(self.HOSTS * SLOTS_PER_HOST),
+            sorted(s["OS-EXT-SRV-ATTR:host"] for s in servers),
+        )
+        self.assertEqual([], self.live_grants())
+        self.assertEqual([], self.gs.check())
+
+    # -- the books against Nova's records ---------------------------------
+
+    def reconcile(self):
+        """What every scheduler's periodic task does."""
+        self.driver.reconcile_claims(nova_context.get_admin_context())
+
+    def claimed(self, host):
+        return {c.instance_uuid: c.resources for c in self.gs.claims(host)}
+
+    def books_usage(self, host):
+        total = sum(self.claimed(host).values(), self.flavor_resources(0))
+        return (total.vcpus, total.memory_mb, total.disk_gb)
+
+    def nova_usage(self, host):
+        """What the release's API says runs on ``host``: the flavours of
+        its servers (2.47 and later), or None while a move waits for its
+        confirmation (the source then holds the old flavour too, as
+        placement says)."""
+        servers = self.api.get_servers(detail=True)
+        if any(s["status"] == "VERIFY_RESIZE" for s in servers):
+            return None
+        total = [0, 0, 0]
+        for server in servers:
+            if server["OS-EXT-SRV-ATTR:host"] == host:
+                flavor = server["flavor"]
+                total[0] += flavor["vcpus"]
+                total[1] += flavor["ram"]
+                total[2] += flavor["disk"] + flavor["ephemeral"]
+        return tuple(total)
 
     # -- placement's records ----------------------------------------------
 

@@ -10,9 +10,6 @@ fake virt driver with a small, exact capacity.  Every protocol option
 keeps its default.
 """
 
-import sys
-import types
-
 from nova import conf as nova_conf
 from nova.tests.functional import integrated_helpers
 
@@ -32,10 +29,7 @@ TEST_DRIVERS = "grant_scheduler_test_drivers"
 DiskFakeDriver = shared.DiskFakeDriver
 FLAVOR = shared.FLAVOR
 SLOTS_PER_HOST = shared.SLOTS_PER_HOST
-
-_module = types.ModuleType("nova.virt." + TEST_DRIVERS)
-_module.DiskFakeDriver = DiskFakeDriver
-sys.modules[_module.__name__] = _module
+COMPUTE_DRIVER = shared.register_test_drivers(TEST_DRIVERS)
 
 
 class GrantsTestBase(
@@ -46,7 +40,7 @@ class GrantsTestBase(
     ADMIN_API = True
     microversion = "latest"
     HOSTS = ("host1", "host2")
-    compute_driver = TEST_DRIVERS + ".DiskFakeDriver"
+    compute_driver = COMPUTE_DRIVER
 
     def _setup_services(self):
         gs_conf.register_opts(CONF)

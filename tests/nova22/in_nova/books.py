@@ -21,10 +21,6 @@ BIGGER = {"vcpu": 2, "memory_mb": 1024, "disk": 10, "ephemeral": 0}
 
 
 class BooksTestBase(base.GrantsTestBase):
-    def reconcile(self):
-        """What every scheduler's periodic task does."""
-        self.driver.reconcile_claims(nova_context.get_admin_context())
-
     def start_periodic_tasks(self):
         """What Nova's service does at start ([DEFAULT] periodic_enable,
         which Nova's test framework turns off): the scheduler manager's
@@ -42,29 +38,6 @@ class BooksTestBase(base.GrantsTestBase):
                 self.fail("still not true after %s s" % timeout)
             time.sleep(0.1)
         return time.monotonic() - start
-
-    def claimed(self, host):
-        return {c.instance_uuid: c.resources for c in self.gs.claims(host)}
-
-    def books_usage(self, host):
-        total = sum(self.claimed(host).values(), self.flavor_resources(0))
-        return (total.vcpus, total.memory_mb, total.disk_gb)
-
-    def nova_usage(self, host):
-        """What Nova's API says runs on ``host``: the flavours of its
-        servers, or None while a resize waits for its confirmation (the
-        source then holds the old flavour too, as placement says)."""
-        servers = self.api.get_servers(detail=True)
-        if any(s["status"] == "VERIFY_RESIZE" for s in servers):
-            return None
-        total = [0, 0, 0]
-        for server in servers:
-            if server["OS-EXT-SRV-ATTR:host"] == host:
-                flavor = server["flavor"]
-                total[0] += flavor["vcpus"]
-                total[1] += flavor["ram"]
-                total[2] += flavor["disk"] + flavor["ephemeral"]
-        return tuple(total)
 
     def assert_books_agree(self):
         for host in self.HOSTS:
