@@ -15,11 +15,20 @@ with three additions:
   the node's cell, for claiming what a node already runs when
   grant_scheduler first sees it;
 * ``get_filtered_hosts`` remembers, per request, which of Nova's enabled
-  filters removed the last hosts (``rejected_by``), for the NoValidHost.
+  filters removed the last hosts (``rejected_by``), for the NoValidHost;
+* Nova's read of every compute node and compute service per request is
+  kept, but Nova's objects and HostStates are rebuilt only for the rows
+  that changed since the previous request (``_Computes``): each request
+  gets its own copies of HostStates that are otherwise kept between
+  requests, with the aggregates and instances of that moment, as Nova
+  builds them.
 
 Only imported when Nova is.
 """
 
+import copy
+import inspect
+import threading
 import weakref
 
 from nova import context as nova_context
@@ -36,8 +45,97 @@ LOG = logging.getLogger(__name__)
 _FLAVOR = ["flavor"]
 
 
+def _nova_db():
+    """Nova's database API (``nova.db.main.api`` from 2023.1 on)."""
+    try:
+        from nova.db.main import api
+    except ImportError:
+        from nova.db import api
+    return api
+
+
+class _Computes:
+    """One cell's compute nodes and compute services as Nova's objects,
+    kept between requests.
+
+    Every read is Nova's own (every row of both tables, as Nova's
+    HostManager reads them per request); a row equal to the one last read
+    keeps its object, so only the rows that changed are turned into
+    objects again.  Rows compare whole, so no change is missed, whatever
+    the clocks that stamped them; a deleted row is no longer read and its
+    object goes.
+    """
+
+    def __init__(self):
+        self._nodes = {}
+        """``{compute node id: (row, ComputeNode)}``."""
+        self._services = {}
+        """``{service id: (columns, Service)}``."""
+
+    def read(self, cctxt, compute_uuids=None):
+        """``(compute nodes, services by host)`` of the cell, the nodes
+        restricted to ``compute_uuids`` when given."""
+        db = _nova_db()
+        nodes = {}
+        for row in db.compute_node_get_all(cctxt):
+            row = dict(row)
+            kept = self._nodes.get(row["id"])
+            if kept is None or kept[0] != row:
+                node = objects.ComputeNode._from_db_object(
+                    cctxt, objects.ComputeNode(cctxt), dict(row)
+                )
+                kept = (row, node)
+            nodes[row["id"]] = kept
+        self._nodes = nodes
+        services = {}
+        for db_service in db.service_get_all_by_binary(
+            cctxt, "nova-compute", include_disabled=True
+        ):
+            columns = tuple(
+                getattr(db_service, c.name)
+                for c in db_service.__table__.columns
+            )
+            kept = self._services.get(db_service.id)
+            if kept is None or kept[0] != columns:
+                service = objects.Service._from_db_object(
+                    cctxt, objects.Service(cctxt), db_service
+                )
+                kept = (columns, service)
+            services[db_service.id] = kept
+        self._services = services
+        wanted = None if compute_uuids is None else set(compute_uuids)
+        return (
+            [
+                node
+                for _row, node in nodes.values()
+                if wanted is None or node.uuid in wanted
+            ],
+            [service for _columns, service in services.values()],
+        )
+
+
+def _takes_compute(cls):
+    try:
+        return "compute" in inspect.signature(cls.__init__).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+class _PrivateHostState(nova_host_manager.HostState):
+    """A HostState that is one request's copy of one kept between
+    requests: what Nova's consumption changes in place is copied first."""
+
+    def consume_from_request(self, spec_obj):
+        if getattr(self, "pci_stats", None) is not None:
+            self.pci_stats = copy.deepcopy(self.pci_stats)
+        self.instances = dict(self.instances or {})
+        return super().consume_from_request(spec_obj)
+
+
 class GrantsHostManager(nova_host_manager.HostManager):
     """Nova's HostManager whose instance info claims grants."""
+
+    host_state_cls = _PrivateHostState
 
     def __init__(self, grant_scheduler, nodes_of_host):
         """
@@ -48,7 +146,84 @@ class GrantsHostManager(nova_host_manager.HostManager):
             grant_scheduler, nodes_of_host
         )
         self._rejected_by = weakref.WeakKeyDictionary()
+        self._computes = {}
+        """``{cell uuid: _Computes}``."""
+        self._kept = {}
+        """``{(host, node): (HostState, ComputeNode, Service)}``."""
+        self._kept_lock = threading.Lock()
         super().__init__()
+
+    # -- Nova's compute nodes and services, rebuilt where they changed -------
+
+    def _get_computes_for_cells(self, context, cells, compute_uuids=None):
+        """Nova's ``(compute nodes by cell uuid, services by host)``, read
+        as Nova reads them; objects only for the rows that changed."""
+        compute_nodes = {}
+        services = {}
+        for cell in cells:
+            try:
+                with nova_context.target_cell(context, cell) as cctxt:
+                    with self._kept_lock:
+                        computes = self._computes.setdefault(
+                            cell.uuid, _Computes()
+                        )
+                        nodes, cell_services = computes.read(
+                            cctxt, compute_uuids
+                        )
+            except Exception:  # noqa: BLE001 - as Nova: skip the cell
+                LOG.warning(
+                    "Failed to get computes for cell %s",
+                    cell.uuid,
+                    exc_info=True,
+                )
+                continue
+            compute_nodes[cell.uuid] = nodes
+            services.update({s.host: s for s in cell_services})
+        return compute_nodes, services
+
+    def _new_host_state(self, key, cell_uuid, compute):
+        # NOTE: HostState takes the compute node from Nova 19 to 2023.1.
+        if _takes_compute(self.host_state_cls):
+            return self.host_state_cls(*key, cell_uuid, compute=compute)
+        return self.host_state_cls(*key, cell_uuid)
+
+    def _get_host_states(self, context, compute_nodes, services):
+        """One HostState per node for this request: a copy of the one kept
+        since its compute node or service last changed, with the
+        aggregates and instances Nova's HostManager knows now."""
+        kept = {}
+        found = []
+        for cell_uuid, computes in compute_nodes.items():
+            for compute in computes:
+                service = services.get(compute.host)
+                if service is None:
+                    LOG.warning(
+                        "No compute service record found for host %s",
+                        compute.host,
+                    )
+                    continue
+                key = (compute.host, compute.hypervisor_hostname)
+                entry = self._kept.get(key)
+                if (
+                    entry is None
+                    or entry[1] is not compute
+                    or entry[2] is not service
+                ):
+                    host_state = self._new_host_state(key, cell_uuid, compute)
+                    host_state.update(compute, dict(service))
+                    entry = (host_state, compute, service)
+                kept[key] = entry
+                host_state = copy.copy(entry[0])
+                # NOTE: filters write limits (NUMATopologyFilter); the rest
+                # that consumption changes in place is copied on consumption.
+                host_state.limits = dict(entry[0].limits or {})
+                host_state.aggregates = self._get_aggregates_info(key[0])
+                host_state.instances = self._get_instance_info(
+                    context, compute
+                )
+                found.append(host_state)
+        self._kept.update(kept)
+        return iter(found)
 
     # -- why no host passed -----------------------------------------------
 

@@ -13,6 +13,7 @@ grants protocol stands between concurrent schedulers and overcommit.
 """
 
 import contextlib
+import copy
 import datetime
 import uuid
 
@@ -153,12 +154,14 @@ class HostManager(gs_host_manager.GrantsHostManager):
         pass
 
     def _get_computes_for_cells(self, context, cells, compute_uuids=None):
+        # NOTE: copies, as each read of Nova's database makes new objects.
         nodes = [
-            node
+            copy.copy(node)
             for _, node in sorted(self.cloud.nodes.items())
             if compute_uuids is None or node.uuid in compute_uuids
         ]
-        return {CELL_UUID: nodes}, dict(self.cloud.services)
+        services = {h: copy.copy(s) for h, s in self.cloud.services.items()}
+        return {CELL_UUID: nodes}, services
 
     def _get_instances_by_host(self, context, host_name):
         return {i.uuid: i for i in self.cloud.on_host(host_name)}

@@ -1,0 +1,74 @@
+"""The driver's host manager keeps Nova's objects between requests and
+rebuilds only what changed: every change Nova's own read would show still
+reaches the filters and weighers."""
+
+from nova import context as nova_context
+
+from tests.nova22.in_nova import base
+
+
+class TestKeptHostStates(base.GrantsTestBase):
+    def host_states(self):
+        manager = self.driver.host_manager
+        context = nova_context.get_admin_context()
+        return {hs.host: hs for hs in manager.host_states(context)}
+
+    def service_id(self, host):
+        [service] = [
+            s
+            for s in self.api.get_services()
+            if s["host"] == host and s["binary"] == "nova-compute"
+        ]
+        return service["id"]
+
+    def test_an_unchanged_node_keeps_its_objects_and_each_request_a_copy(
+        self,
+    ):
+        first = self.host_states()
+        second = self.host_states()
+        kept = self.driver.host_manager._kept
+        for host in self.HOSTS:
+            self.assertIsNot(first[host], second[host])
+            [(key, entry)] = [(k, e) for k, e in kept.items() if k[0] == host]
+            self.assertIsNot(entry[0], second[host])
+        compute_ids = {host: id(entry[1]) for (host, _), entry in kept.items()}
+        self.host_states()
+        self.assertEqual(
+            compute_ids,
+            {host: id(entry[1]) for (host, _), entry in kept.items()},
+        )
+
+    def test_a_claim_on_a_node_is_seen_by_the_next_request(self):
+        before = self.host_states()
+        server = self.boot()
+        host = server["OS-EXT-SRV-ATTR:host"]
+        after = self.host_states()
+        self.assertEqual(
+            before[host].free_ram_mb - base.FLAVOR["memory_mb"],
+            after[host].free_ram_mb,
+        )
+        self.assertIn(server["id"], after[host].instances)
+        [other] = [h for h in self.HOSTS if h != host]
+        self.assertEqual(before[other].free_ram_mb, after[other].free_ram_mb)
+
+    def test_a_disabled_service_is_filtered_out_and_back_when_enabled(self):
+        self.api.put_service(self.service_id("host1"), {"status": "disabled"})
+        for _ in range(base.SLOTS_PER_HOST):
+            server = self.boot()
+            self.assertEqual("host2", server["OS-EXT-SRV-ATTR:host"])
+        self.boot(expected_state="ERROR")
+        self.api.put_service(self.service_id("host1"), {"status": "enabled"})
+        server = self.boot()
+        self.assertEqual("host1", server["OS-EXT-SRV-ATTR:host"])
+
+    def test_consumption_in_one_request_stays_in_its_copy(self):
+        # A request's consumption (Nova's consume_from_request) changes its
+        # own copy: the next request starts from Nova's records again.
+        states = self.host_states()
+        states["host1"].free_ram_mb -= 1000
+        states["host1"].limits["made-up"] = 1
+        again = self.host_states()
+        self.assertEqual(
+            states["host1"].free_ram_mb + 1000, again["host1"].free_ram_mb
+        )
+        self.assertNotIn("made-up", again["host1"].limits)
