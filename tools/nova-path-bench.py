@@ -45,7 +45,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from grant_scheduler import api  # noqa: E402
-from grant_scheduler.bench import placement_api  # noqa: E402
+from grant_scheduler_bench import placement_api  # noqa: E402
 from tests import base as gs_base  # noqa: E402
 from tests.nova22 import cloud  # noqa: E402
 
