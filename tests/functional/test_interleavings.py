@@ -14,10 +14,10 @@ import uuid
 from grant_scheduler import api
 from grant_scheduler import decision
 from grant_scheduler import injection
-from grant_scheduler.bench import factory
-from grant_scheduler.db import baselines
 from grant_scheduler.db import models
 from grant_scheduler.db import sa_compat
+from grant_scheduler_bench import baselines
+from grant_scheduler_bench import factory
 from tests import base
 
 ONE_SLOT = api.Resources(1, 1024, 10)

@@ -124,7 +124,7 @@ class TestSecrets(base.DatabaseTestCase, base.TestCase):
         for case, url in urls.items():
             with self.subTest(case=case):
                 code, output = self.run_command(
-                    "grant_scheduler.cmd.bench",
+                    "grant_scheduler_bench",
                     "--db",
                     url,
                     "--requests",

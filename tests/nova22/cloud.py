@@ -134,7 +134,7 @@ class Cloud:
             self._placement = None
 
     def placement(self):
-        from grant_scheduler.bench import placement_api
+        from grant_scheduler_bench import placement_api
 
         return placement_api.Client("http://127.0.0.1:%d" % self.spec["port"])
 
@@ -255,7 +255,7 @@ class Cloud:
         """``{provider name: {class id: (used, capacity)}}``."""
         import sqlalchemy as sa
 
-        from grant_scheduler.bench import placement_api
+        from grant_scheduler_bench import placement_api
 
         engine = sa.create_engine(
             self.spec["placement_url"], poolclass=sa.pool.NullPool
@@ -539,8 +539,8 @@ def schedule(spec, system, run, index, count, callers, profile=False):
 
     from grant_scheduler import api
     from grant_scheduler import conf as gs_conf
-    from grant_scheduler.bench import placement_api
     from grant_scheduler.nova import claims as nova_claims
+    from grant_scheduler_bench import placement_api
 
     nova_config.parse_args(
         ["scheduler", "--config-file", _nova_conf(spec, system)]

@@ -15,7 +15,7 @@ import unittest
 import fixtures
 
 from grant_scheduler import api
-from grant_scheduler.bench import placement_api
+from grant_scheduler_bench import placement_api
 from tests import base as gs_base
 from tests.nova22 import cloud
 

@@ -78,10 +78,34 @@ def _defined(tree):
     return names
 
 
+def _nova_names(tree):
+    """Names bound to Nova's own modules (``from nova import objects``):
+    extending Nova may take its private names, as Nova's own code does."""
+    names = set()
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.ImportFrom)
+            and (node.module or "").split(".")[0] == "nova"
+        ):
+            names.update(a.asname or a.name for a in node.names)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "nova":
+                    names.add(alias.asname or alias.name.split(".")[0])
+    return names
+
+
+def _root(node):
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
 def _private_uses(tree):
     """Private attributes read off anything but ``self``, ``cls``,
-    ``super()`` or a name this module defines itself."""
+    ``super()``, Nova's own modules or a name this module defines."""
     defined = _defined(tree)
+    nova = _nova_names(tree)
     for node in ast.walk(tree):
         if not isinstance(node, ast.Attribute):
             continue
@@ -97,7 +121,7 @@ def _private_uses(tree):
             and value.func.id == "super"
         ):
             continue
-        if attr in defined:
+        if attr in defined or _root(value) in nova:
             continue
         yield node.lineno, ast.unparse(node)
 
