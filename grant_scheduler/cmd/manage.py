@@ -231,7 +231,7 @@ def list_grants(run):
 
 def reap(run):
     counts = run.api().reap()
-    print(table.render(("reason", "grants deleted"), sorted(counts.items())))
+    print(table.render(("reason", "rows deleted"), sorted(counts.items())))
     run.done()
 
 
