@@ -125,6 +125,20 @@ class Selection:
     """``Destination``s with room that hold no grant, best first."""
 
 
+def _selection(instance_uuid, state, outcome, amount, alternates=()):
+    """The answer for a grant ``outcome`` won on ``state``."""
+    return Selection(
+        instance_uuid=instance_uuid,
+        host=state.host,
+        node=state.node,
+        node_uuid=state.node_uuid,
+        grant_id=outcome.grant_id,
+        ticket=outcome.ticket,
+        resources=amount,
+        alternates=alternates,
+    )
+
+
 @dataclasses.dataclass
 class Counters:
     """What this scheduler did, for the benchmark and for logs."""
@@ -275,15 +289,7 @@ class Scheduler:
         )
         self.view_cache.own(state.host_id)
         self.counters.placed += 1
-        return Selection(
-            instance_uuid=instance_uuid,
-            host=state.host,
-            node=state.node,
-            node_uuid=state.node_uuid,
-            grant_id=outcome.grant_id,
-            ticket=outcome.ticket,
-            resources=request.resources,
-        )
+        return _selection(instance_uuid, state, outcome, request.resources)
 
     def _ask(self, request, instance_uuid):
         return storage.Ask(
@@ -398,15 +404,12 @@ class Scheduler:
                 )
                 view.consume(chosen, amount)
                 self.view_cache.own(chosen.host_id)
-                return Selection(
-                    instance_uuid=instance_uuid,
-                    host=chosen.host,
-                    node=chosen.node,
-                    node_uuid=chosen.node_uuid,
-                    grant_id=outcome.grant_id,
-                    ticket=outcome.ticket,
-                    resources=amount,
-                    alternates=view.alternates(request, chosen),
+                return _selection(
+                    instance_uuid,
+                    chosen,
+                    outcome,
+                    amount,
+                    view.alternates(request, chosen),
                 )
             self.counters.conflicts += 1
             self._contended = CONTENDED_REQUESTS
