@@ -196,6 +196,19 @@ class GrantsHelpers:
         self.assertEqual([], self.live_grants())
         self.assertEqual([], self.over_limit())
 
+    def boot_claimed_by_its_grant(self):
+        """Boot a server: its grant consumed by a claim on its host (the
+        log says so), the host's usage its flavour."""
+        server = self.boot()
+        host = server["OS-EXT-SRV-ATTR:host"]
+        self.assertIn(
+            "claimed on %s/%s (grant)" % (host, host),
+            self.stdlog.logger.output,
+        )
+        self.assertEqual(self.flavor_resources(), self.usage()[host])
+        self.assertEqual([], self.live_grants())
+        return server, host
+
     def multi_create_one_too_many(self, polls, pause):
         """One request for one server more than there are slots: every
         server ERROR, no grant left, no usage."""

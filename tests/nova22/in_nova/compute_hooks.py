@@ -53,14 +53,7 @@ class TestBuildHook(base.GrantsTestBase):
         self.assertEqual(4, depth)
 
     def test_build_claims_its_grant_and_delete_releases(self):
-        server = self.boot()
-        host = server["OS-EXT-SRV-ATTR:host"]
-        self.assertIn(
-            "claimed on %s/%s (grant)" % (host, host),
-            self.stdlog.logger.output,
-        )
-        self.assertEqual(self.flavor_resources(), self.usage()[host])
-        self.assertEqual([], self.live_grants())
+        server, host = self.boot_claimed_by_its_grant()
         self._delete_server(server)
         self.assertEqual(self.flavor_resources(0), self.usage()[host])
         self.assertEqual([], self.gs.check())

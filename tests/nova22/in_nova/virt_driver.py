@@ -41,14 +41,7 @@ class TestClaimingDriver(base.GrantsTestBase):
             self.assertIsInstance(loaded, virt_driver.ComputeDriver)
 
     def test_spawn_consumes_the_grant(self):
-        server = self.boot()
-        host = server["OS-EXT-SRV-ATTR:host"]
-        self.assertIn(
-            "claimed on %s/%s (grant)" % (host, host),
-            self.stdlog.logger.output,
-        )
-        self.assertEqual(self.flavor_resources(), self.usage()[host])
-        self.assertEqual([], self.live_grants())
+        server, host = self.boot_claimed_by_its_grant()
         self._delete_server(server)
         self.assertEqual(self.flavor_resources(0), self.usage()[host])
 
