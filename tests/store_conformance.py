@@ -249,7 +249,8 @@ def sql_orphans(db):
                 )
             )
 
-    db.transactional(plant)()
+    with db.writer() as conn:
+        plant(conn)
 
 
 def memory_orphans(store):

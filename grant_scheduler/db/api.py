@@ -449,19 +449,6 @@ class Database:
         with opener() as conn:
             return fn(self, conn, *args, **kwargs)
 
-    def transactional(self, fn, writer=True):
-        """``fn(conn, *args, **kwargs)`` in one transaction, retried as
-        ``writer``/``reader`` do, for a function that does not take the
-        ``Database``."""
-
-        def bound(db, conn, *args, **kwargs):
-            return fn(conn, *args, **kwargs)
-
-        def call(*args, **kwargs):
-            return self.run(bound, writer, args, kwargs)
-
-        return call
-
     @contextlib.contextmanager
     def connect(self):
         """A plain connection outside the enginefacade (for migrations)."""

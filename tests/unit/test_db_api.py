@@ -53,58 +53,6 @@ class TestDatabase(base.TestCase):
         self.assertIsNone(db_api.translate_any(database, TypeError("x")))
 
 
-def _insert_host(failures, calls):
-    def insert(conn, name):
-        calls.append(name)
-        conn.execute(
-            models.hosts.insert().values(
-                host=name, node=name, created_at=datetime.datetime(2026, 1, 1)
-            )
-        )
-        if failures:
-            raise failures.pop(0)
-
-    return insert
-
-
-class TestRetry(base.DatabaseTestCase, base.TestCase):
-    def _host_count(self):
-        with self.db.reader() as conn:
-            return len(conn.execute(models.hosts.select()).fetchall())
-
-    def test_deadlock_is_retried_in_a_fresh_transaction(self):
-        calls = []
-        failures = [db_exc.DBDeadlock(), db_exc.DBDeadlock()]
-        self.db.transactional(_insert_host(failures, calls))("h1")
-        self.assertEqual(3, len(calls))
-        # The two failed attempts rolled back: one row, not three.
-        self.assertEqual(1, self._host_count())
-
-    def test_other_errors_are_not_retried(self):
-        calls = []
-        insert = self.db.transactional(_insert_host([ValueError("x")], calls))
-        self.assertRaises(ValueError, insert, "h1")
-        self.assertEqual(1, len(calls))
-        self.assertEqual(0, self._host_count())
-
-    def test_retries_follow_the_configured_policy(self):
-        database = db_api.Database(
-            self.db_fixture.url,
-            retry_policy={
-                "max_retries": 1,
-                "retry_interval": 0,
-                "inc_retry_interval": False,
-                "max_retry_interval": 0,
-            },
-        )
-        self.addCleanup(database.dispose)
-        calls = []
-        failures = [db_exc.DBDeadlock(), db_exc.DBDeadlock()]
-        insert = database.transactional(_insert_host(failures, calls))
-        self.assertRaises(db_exc.DBDeadlock, insert, "h1")
-        self.assertEqual(2, len(calls))
-
-
 class TestClock(base.DatabaseTestCase, base.TestCase):
     def test_clock_offset_moves_the_server_clock(self):
         with self.db.reader() as conn:

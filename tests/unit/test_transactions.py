@@ -112,6 +112,24 @@ class TestRetried(base.DatabaseTestCase, base.TestCase):
         )
         self.assertEqual(2, len(calls))
 
+    def test_retries_follow_the_configured_policy(self):
+        database = db_api.Database(
+            self.db_fixture.url,
+            retry_policy={
+                "max_retries": 1,
+                "retry_interval": 0,
+                "inc_retry_interval": False,
+                "max_retry_interval": 0,
+            },
+        )
+        self.addCleanup(database.dispose)
+        calls = []
+        failures = [db_exc.DBDeadlock(), db_exc.DBDeadlock()]
+        self.assertRaises(
+            db_exc.DBDeadlock, _insert, database, "h1", failures, calls
+        )
+        self.assertEqual(2, len(calls))
+
     def test_the_engine_starts_outside_the_retries(self):
         # A database unreachable from the start fails at once: the start
         # is tried once, not once per retry, and the function never runs.
