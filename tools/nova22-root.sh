@@ -60,7 +60,7 @@ PACKAGES=(
     python3-setuptools
     # the benchmark's plots (tests/functional/test_bench.py)
     python3-matplotlib
-    # the benchmark's tables and progress bar (requirements.txt)
+    # the benchmark's tables and progress bar (its [bench] extra)
     python3-tabulate
     python3-tqdm
 )
