@@ -94,7 +94,8 @@ class TestRetried(base.DatabaseTestCase, base.TestCase):
         )
         self.assertEqual((1, 0), (len(calls), _count(self.db)))
 
-    def test_a_lost_update_that_outlives_the_policy_is_raised(self):
+    def _one_retry(self):
+        """A Database whose policy allows one retry, without pauses."""
         database = db_api.Database(
             self.db_fixture.url,
             retry_policy={
@@ -105,28 +106,26 @@ class TestRetried(base.DatabaseTestCase, base.TestCase):
             },
         )
         self.addCleanup(database.dispose)
+        return database
+
+    def test_a_lost_update_that_outlives_the_policy_is_raised(self):
         calls = []
         failures = [rows.retry_request(), rows.retry_request()]
         self.assertRaises(
-            rows.LostUpdate, _insert, database, "h1", failures, calls
+            rows.LostUpdate, _insert, self._one_retry(), "h1", failures, calls
         )
         self.assertEqual(2, len(calls))
 
     def test_retries_follow_the_configured_policy(self):
-        database = db_api.Database(
-            self.db_fixture.url,
-            retry_policy={
-                "max_retries": 1,
-                "retry_interval": 0,
-                "inc_retry_interval": False,
-                "max_retry_interval": 0,
-            },
-        )
-        self.addCleanup(database.dispose)
         calls = []
         failures = [db_exc.DBDeadlock(), db_exc.DBDeadlock()]
         self.assertRaises(
-            db_exc.DBDeadlock, _insert, database, "h1", failures, calls
+            db_exc.DBDeadlock,
+            _insert,
+            self._one_retry(),
+            "h1",
+            failures,
+            calls,
         )
         self.assertEqual(2, len(calls))
 
