@@ -101,6 +101,22 @@ periodic_enable).  0 turns the loop off: the periodic tasks then do the
 same every [scheduler] periodic_task_interval seconds.
 """,
     ),
+    cfg.BoolOpt(
+        "build_allocation_requests",
+        default=True,
+        help="""
+Inside Nova 18-22: for a request of standard resources only (VCPU,
+MEMORY_MB and DISK_GB, no required trait, aggregate or request group of
+its own), build the allocation request of the node Nova's filters and
+weighers chose instead of asking placement for allocation candidates of
+every node first; the grant and placement's own claim still decide on that
+node, and once placement refuses one such request the rest of the request
+is decided by placement's candidates.  Turn it off where compute nodes
+take DISK_GB from a sharing provider, so that no boot first tries a claim
+placement refuses.  Nova's [scheduler] max_placement_results does not
+limit the nodes a built request considers.
+""",
+    ),
     types.FiniteFloatOpt(
         "view_resync_interval",
         default=60.0,

@@ -11,7 +11,9 @@ On Nova 17-22 (every call that passes instance uuids and wants Selection
 objects) the driver is Nova's own FilterScheduler, with a grant written
 before each placement claim (``placement``): Nova's request filters,
 allocation candidates, filters, weighers and options decide, placement
-records, the grant guards the node.
+records, the grant guards the node.  On 18-22 the driver finds the
+allocation candidates itself, and builds the chosen node's for a request
+of standard resources only (``candidates``).
 
 Otherwise (13-16, and older conductors), per request: Nova's HostStates,
 less the live grants of this process's cached view
@@ -139,11 +141,28 @@ class _Periodic(periodic_task.PeriodicTasks):
 class GrantSchedulerDriver:
     """A Nova scheduler driver that grants before it answers."""
 
-    # NOTE(placement): True on Nova 17-22 (set per instance): the manager
-    # then runs Nova's request filters and asks placement for allocation
-    # candidates, and the driver claims the chosen one as Nova's
-    # FilterScheduler does (``placement.GrantingFilterScheduler``).
-    USES_ALLOCATION_CANDIDATES = False
+    # NOTE(placement): what Nova's SchedulerManager reads to decide whether
+    # it runs Nova's request filters and asks placement for allocation
+    # candidates before calling the driver.  On Nova 17-22 the driver
+    # claims the chosen candidate as Nova's FilterScheduler does
+    # (``placement.GrantingFilterScheduler``); on 18-22 it finds the
+    # candidates itself (``candidates``), so the manager is told False.
+    # Setting it False, as Nova's own tests do to stand for a driver that
+    # does not use placement, turns the driver's placement claims off.
+    @property
+    def USES_ALLOCATION_CANDIDATES(self):
+        return self._claims_in_placement and not self._asks_itself
+
+    @USES_ALLOCATION_CANDIDATES.setter
+    def USES_ALLOCATION_CANDIDATES(self, value):
+        placement = compat.claims_in_placement()
+        self._claims_in_placement = bool(value) and placement
+
+    @property
+    def claims_in_placement(self):
+        """True where each chosen node is claimed in placement (Nova
+        17-22, unless ``USES_ALLOCATION_CANDIDATES`` was set False)."""
+        return self._claims_in_placement
 
     def __init__(self, *args, conf=None, grant_scheduler=None, **kwargs):
         """
@@ -158,7 +177,13 @@ class GrantSchedulerDriver:
         self._periodic = None
         self._follower = None
         self._filter_scheduler = None
-        self.USES_ALLOCATION_CANDIDATES = compat.claims_in_placement()
+        self._claims_in_placement = compat.claims_in_placement()
+        self._asks_itself = False
+        self._candidates = None
+        if self._claims_in_placement:
+            from grant_scheduler.nova import candidates
+
+            self._asks_itself = candidates.driver_asks()
         self.registry = registry.NodeRegistry(
             self._lazy.get,
             lambda: compat.reserved_from_conf(self._lazy.conf),
@@ -286,7 +311,7 @@ class GrantSchedulerDriver:
         """
         call = _bind(args, kwargs)
         if (
-            self.USES_ALLOCATION_CANDIDATES
+            self._claims_in_placement
             and call["answer"] == SELECTIONS
             and call["instance_uuids"]
         ):
@@ -325,15 +350,35 @@ class GrantSchedulerDriver:
         first (``placement``)."""
         if _is_reschedule(spec_obj):
             self._withdraw_earlier(call["instance_uuids"])
+        found = (
+            call["alloc_reqs_by_rp_uuid"],
+            call["provider_summaries"],
+            call["allocation_request_version"],
+        )
+        if self._asks_itself:
+            found = self.candidates.for_request(context, spec_obj)
         return self.filter_scheduler.select_destinations(
             context,
             spec_obj,
             call["instance_uuids"],
-            call["alloc_reqs_by_rp_uuid"],
-            call["provider_summaries"],
-            call["allocation_request_version"],
+            *found,
             bool(call["return_alternates"]),
         )
+
+    @property
+    def candidates(self):
+        """``candidates.Candidates`` (Nova 18-22; built on first use)."""
+        if self._candidates is None:
+            from grant_scheduler.nova import candidates
+
+            conf = self._lazy.conf
+            self._candidates = candidates.Candidates(
+                conf,
+                self.filter_scheduler.placement_client,
+                lambda: self.host_manager,
+                build=conf.grant_scheduler.build_allocation_requests,
+            )
+        return self._candidates
 
     def _withdraw_earlier(self, instance_uuids):
         # NOTE: the earlier destination failed the build: its grant would

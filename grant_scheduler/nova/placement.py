@@ -18,6 +18,10 @@ grants it (``GrantingPlacementClient.claim_resources``).
   instance there; if placement refuses it, the grant is withdrawn.  No
   node is overcommitted in grant_scheduler's books even where placement
   itself overcommits under concurrency.
+* Candidates are found by the driver, as Nova's manager finds them, but
+  for a request of standard resources only the chosen node's allocation
+  request is built instead of asking placement for every node's first
+  (``candidates``); placement still decides the claim.
 * The records stay Nova's.  Allocations are placement's, made by Nova's
   own code, so moves, forced evacuations and live migrations, request
   filters and quota from placement work as with the stock scheduler.
@@ -38,6 +42,7 @@ from nova.scheduler import filter_scheduler
 from oslo_log import log as logging
 
 from grant_scheduler import api
+from grant_scheduler.nova import candidates
 from grant_scheduler.nova import compat
 
 LOG = logging.getLogger(__name__)
@@ -95,15 +100,22 @@ class GrantingPlacementClient:
         amount = granted_amount(alloc_request, node.node_uuid)
         if not self._grants.grant(context, consumer_uuid, node, amount):
             return False
+        built = isinstance(alloc_request, candidates.BuiltRequest)
         try:
             claimed = self._client.claim_resources(
-                context, consumer_uuid, alloc_request, *args, **kw
+                context,
+                consumer_uuid,
+                alloc_request.plain() if built else alloc_request,
+                *args,
+                **kw,
             )
         except BaseException:
             self._grants.withdraw(consumer_uuid)
             raise
         if not claimed:
             self._grants.withdraw(consumer_uuid)
+            if built:
+                alloc_request.owner.refuse(node.node_uuid)
         return claimed
 
     def delete_allocation_for_instance(self, context, uuid, *args, **kw):

@@ -77,6 +77,7 @@ class TestLoading(DriverTestCase, base.TestCase):
     def test_loaded_by_stevedore_without_connecting(self):
         self.assertIsInstance(self.driver, gs_driver.GrantSchedulerDriver)
         self.assertFalse(self.driver.USES_ALLOCATION_CANDIDATES)
+        self.assertFalse(self.driver.claims_in_placement)
         driver = load_driver()
         # DESIGN H9: nothing is built before the first request.
         self.assertIsNone(driver._lazy._built)

@@ -43,8 +43,11 @@ class TestSchedulerManager(base.GrantsTestBase):
         self.assertIsInstance(
             manager.driver.host_manager, nova_host_manager.HostManager
         )
-        # 17 and later: placement's candidates, as the stock scheduler.
-        self.assertTrue(manager.driver.USES_ALLOCATION_CANDIDATES)
+        # 17 and later: claims in placement, as the stock scheduler; from
+        # 18 on the driver finds the candidates itself, so the manager is
+        # told not to.
+        self.assertTrue(manager.driver.claims_in_placement)
+        self.assertFalse(manager.driver.USES_ALLOCATION_CANDIDATES)
 
     def test_answers_selections_with_alternates(self):
         calls = self.record_calls()

@@ -21,7 +21,8 @@ OTHER_IMAGE = "76fa36fc-c930-4bf3-8c8a-ea2a2420deb6"
 
 class TestPlacementRecords(base.GrantsTestBase):
     def test_the_driver_claims_in_placement(self):
-        self.assertTrue(self.driver.USES_ALLOCATION_CANDIDATES)
+        self.assertTrue(self.driver.claims_in_placement)
+        self.assertFalse(self.driver.USES_ALLOCATION_CANDIDATES)
         server = self.boot()
         host = server["OS-EXT-SRV-ATTR:host"]
         allocations = self._get_allocations_by_server_uuid(server["id"])
