@@ -19,6 +19,8 @@ from grant_scheduler.nova import compat
 
 LOG = logging.getLogger(__name__)
 
+_UNKNOWN = object()
+
 
 class NodeRegistry:
     """Registers Nova's compute nodes in one scheduler process."""
@@ -45,15 +47,21 @@ class NodeRegistry:
         :returns: True when a row was created or changed.
         """
         added = False
-        reserved = self._reserved()
+        reserved = None
         for host_state in host_states:
             key = (host_state.host, host_state.nodename)
             if host_state.uuid is None:
                 continue  # Nova has not yet seen its usage
+            # NOTE: the common case, a node known under its uuid, costs no
+            # capacity arithmetic: this runs for every node per request.
+            node_uuid = known.get(key, _UNKNOWN)
+            if node_uuid in (None, host_state.uuid):
+                continue
+            if reserved is None:
+                reserved = self._reserved()
             capacity = compat.capacity_of(host_state, reserved)
-            if key in known:
-                if known[key] not in (None, host_state.uuid):
-                    added |= self._recreated(host_state, capacity)
+            if node_uuid is not _UNKNOWN:
+                added |= self._recreated(host_state, capacity)
                 continue
             if self._refused.get(key) == capacity:
                 continue

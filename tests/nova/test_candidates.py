@@ -1,0 +1,146 @@
+"""The driver's own allocation candidates (``nova.candidates``).
+
+What Nova's FilterScheduler does with ``alloc_reqs_by_rp_uuid`` (``in``,
+``[uuid][0]``, ``get(uuid)[0]`` for the chosen hosts), and which requests
+are built rather than asked of placement.  The same module runs in real
+Nova 18-22 services in ``tests/nova_shared/candidates.py``.
+"""
+
+import json
+import unittest
+
+from nova.scheduler.filters import compute_filter
+
+from grant_scheduler.nova import candidates
+
+AMOUNTS = {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 10}
+
+
+class FakeResources:
+    """A ResourceRequest as far as the driver reads it."""
+
+    def __init__(self, query):
+        self.query = query
+
+    def to_querystring(self):
+        return self.query
+
+
+class FakeHostManager:
+    def __init__(self, filters=("compute",)):
+        self.enabled_filters = [
+            compute_filter.ComputeFilter() for f in filters if f == "compute"
+        ]
+
+
+class TestBuiltRequests(unittest.TestCase):
+    def setUp(self):
+        self.fetches = []
+        self.fetched = {"rp-b": [{"allocations": {"rp-b": {}}}]}
+
+        def fetch():
+            self.fetches.append(1)
+            return self.fetched
+
+        self.requests = candidates.BuiltRequests(AMOUNTS, fetch)
+
+    def test_every_node_has_its_own_request_until_refused(self):
+        self.assertTrue(self.requests)
+        self.assertIn("rp-a", self.requests)
+        self.assertIn("rp-z", self.requests)
+        [built] = self.requests["rp-a"]
+        self.assertEqual(
+            {"allocations": {"rp-a": {"resources": AMOUNTS}}}, built.plain()
+        )
+        # Nova JSON-encodes the request into its Selection.
+        self.assertEqual(built.plain(), json.loads(json.dumps(built)))
+        self.assertIs(built.owner, self.requests)
+        self.assertEqual([], self.fetches)
+
+    def test_the_amounts_of_one_request_are_not_shared(self):
+        [one] = self.requests["rp-a"]
+        one["allocations"]["rp-a"]["resources"]["VCPU"] = 99
+        [two] = self.requests["rp-b"]
+        self.assertEqual(1, two["allocations"]["rp-b"]["resources"]["VCPU"])
+
+    def test_once_refused_placement_candidates_decide(self):
+        [claimed] = self.requests["rp-a"]
+        self.requests.refuse("rp-c")
+        self.assertTrue(self.requests.refused)
+        self.assertNotIn("rp-a", self.requests)
+        self.assertIn("rp-b", self.requests)
+        self.assertEqual(self.fetched["rp-b"], self.requests["rp-b"])
+        # Fetched once per request, however often asked.
+        self.assertNotIn("rp-c", self.requests)
+        self.assertEqual([1], self.fetches)
+        # A host claimed before the refusal keeps the request it was
+        # claimed with; one of placement's wins where there is one.
+        self.assertEqual([claimed], self.requests.get("rp-a"))
+        self.assertEqual(self.fetched["rp-b"], self.requests.get("rp-b"))
+        self.assertIsNone(self.requests.get("rp-unknown"))
+
+    def test_no_candidates_after_a_refusal_leaves_no_host(self):
+        self.fetched = {}
+        self.requests.refuse("rp-a")
+        self.assertNotIn("rp-a", self.requests)
+        self.assertNotIn("rp-b", self.requests)
+
+
+class TestWhatIsBuilt(unittest.TestCase):
+    def amounts(self, query, filters=("compute",), build=True):
+        found = candidates.Candidates(
+            conf=None,
+            client=None,
+            host_manager=lambda: FakeHostManager(filters),
+            build=build,
+        )
+        return found._built_amounts(FakeResources(query))
+
+    def test_standard_resources_are_built(self):
+        self.assertEqual(
+            AMOUNTS,
+            self.amounts(
+                "limit=1000&resources=DISK_GB%3A10%2CMEMORY_MB%3A512%2CVCPU%3A1"
+            ),
+        )
+        # A volume-backed server takes no DISK_GB.
+        self.assertEqual(
+            {"VCPU": 1, "MEMORY_MB": 512},
+            self.amounts("resources=MEMORY_MB%3A512%2CVCPU%3A1"),
+        )
+
+    def test_the_disabled_compute_trait_needs_the_compute_filter(self):
+        query = (
+            "limit=1000&required=%21COMPUTE_STATUS_DISABLED"
+            "&resources=MEMORY_MB%3A512%2CVCPU%3A1"
+        )
+        self.assertEqual({"VCPU": 1, "MEMORY_MB": 512}, self.amounts(query))
+        # Without Nova's ComputeFilter placement alone keeps disabled
+        # computes out: ask it.
+        self.assertIsNone(self.amounts(query, filters=()))
+
+    def test_anything_placement_must_decide_is_asked(self):
+        resources = "resources=MEMORY_MB%3A512%2CVCPU%3A1"
+        for extra in (
+            "required=CUSTOM_FAST",
+            "required=%21CUSTOM_SLOW",
+            "required=%21COMPUTE_STATUS_DISABLED%2CCUSTOM_FAST",
+            "member_of=in%3Aagg",
+            "in_tree=rp-a",
+            "root_required=CUSTOM_FAST",
+            "group_policy=none&resources1=CUSTOM_PORT%3A1",
+            "resources_accel=FPGA%3A1",
+        ):
+            with self.subTest(extra=extra):
+                self.assertIsNone(self.amounts(resources + "&" + extra))
+        for other in ("PCPU%3A2", "VGPU%3A1", "CUSTOM_X%3A1"):
+            with self.subTest(resource=other):
+                self.assertIsNone(
+                    self.amounts("resources=MEMORY_MB%3A512%2C" + other)
+                )
+        self.assertIsNone(self.amounts("limit=1000"))
+
+    def test_turned_off_nothing_is_built(self):
+        self.assertIsNone(
+            self.amounts("resources=MEMORY_MB%3A512%2CVCPU%3A1", build=False)
+        )
