@@ -25,6 +25,12 @@ yet, a ``max_unit`` below the flavour), the rest of the request is
 decided by placement's candidates, fetched then.  So a built request
 never takes a node placement would not have offered.
 
+Placement leaves a full provider out of its candidates; a built request
+leaves out a node whose usage in grant_scheduler's books leaves no room
+for it (``NodeGrants.has_room``), so a full cloud answers NoValidHost
+without a grant tried on every node.  Live grants do not leave a node out:
+the grant's own path withdraws those of instances Nova has given up.
+
 One difference from the manager remains: ``[scheduler]
 max_placement_results`` limits the candidates placement returns, but a
 built request considers every node Nova's HostManager reads.
@@ -39,6 +45,8 @@ from nova.scheduler import request_filter
 from nova.scheduler import utils as scheduler_utils
 from oslo_config import cfg
 from oslo_log import log as logging
+
+from grant_scheduler import api
 
 LOG = logging.getLogger(__name__)
 
@@ -87,14 +95,18 @@ class BuiltRequests:
     manager's dict: ``in``, ``[uuid]`` and, for the chosen hosts, ``get``.
     """
 
-    def __init__(self, amounts, fetch):
+    def __init__(self, amounts, fetch, admits=None):
         """
         :param amounts: ``{resource class: amount}`` of one instance.
         :param fetch: ``f()`` giving placement's candidates by provider
             uuid (empty when there are none).
+        :param admits: ``f(rp_uuid)``, False for a node known to have no
+            room (as placement leaves out a full provider); every node is
+            admitted when None.
         """
         self._amounts = dict(amounts)
         self._fetch = fetch
+        self._admits = admits
         self._fetched = None
         self._refused = False
         self._built = {}
@@ -104,7 +116,9 @@ class BuiltRequests:
 
     def __contains__(self, rp_uuid):
         fetched = self._candidates()
-        return fetched is None or rp_uuid in fetched
+        if fetched is not None:
+            return rp_uuid in fetched
+        return self._admits is None or self._admits(rp_uuid)
 
     def __getitem__(self, rp_uuid):
         fetched = self._candidates()
@@ -156,18 +170,21 @@ class Candidates:
     """What Nova's SchedulerManager passes a driver that uses allocation
     candidates, found by the driver."""
 
-    def __init__(self, conf, client, host_manager, build=True):
+    def __init__(self, conf, client, host_manager, build=True, room=None):
         """
         :param conf: the configuration object (Nova's ``CONF``).
         :param client: Nova's placement client.
         :param host_manager: ``f()`` giving the driver's host manager.
         :param build: build the allocation requests of standard-resource
             requests (``[grant_scheduler] build_allocation_requests``).
+        :param room: ``f(rp_uuid, Resources)``, False for a node known to
+            have no room for one instance of a built request.
         """
         self._conf = conf
         self._client = client
         self._host_manager = host_manager
         self._build = build
+        self._room = room
 
     def for_request(self, context, spec_obj):
         """``(alloc_reqs_by_rp_uuid, provider_summaries, version)`` for
@@ -188,6 +205,7 @@ class Candidates:
             requests = BuiltRequests(
                 amounts,
                 lambda: self._fetch(context, spec_obj, resources, True)[0],
+                self._admits(amounts),
             )
             return requests, None, BUILT_VERSION
         alloc_reqs, summaries, version = self._fetch(
@@ -201,6 +219,16 @@ class Candidates:
             )
             raise nova_exception.NoValidHost(reason="")
         return alloc_reqs, summaries, version
+
+    def _admits(self, amounts):
+        if self._room is None:
+            return None
+        amount = api.Resources(
+            vcpus=amounts.get("VCPU", 0),
+            memory_mb=amounts.get("MEMORY_MB", 0),
+            disk_gb=amounts.get("DISK_GB", 0),
+        )
+        return lambda rp_uuid: self._room(rp_uuid, amount)
 
     def _resources(self, context, spec_obj, translate):
         """Nova's ``ResourceRequest`` of the spec, on any of 18-22."""

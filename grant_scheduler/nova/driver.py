@@ -377,6 +377,7 @@ class GrantSchedulerDriver:
                 self.filter_scheduler.placement_client,
                 lambda: self.host_manager,
                 build=conf.grant_scheduler.build_allocation_requests,
+                room=self.filter_scheduler.grants.has_room,
             )
         return self._candidates
 

@@ -161,6 +161,18 @@ class NodeGrants:
                 self.known()
         return None
 
+    def has_room(self, node_uuid, amount):
+        """False when the node's usage in the books, as of the last
+        ``known``, leaves no room for ``amount`` (live grants aside: a
+        grant of an instance Nova gave up is withdrawn on the grant's
+        path); True for a node not known."""
+        state = self._by_uuid.get(node_uuid)
+        if state is None:
+            return True
+        return amount.fits_within(state.capacity.total) and (
+            state.used + amount
+        ).fits_within(state.limit)
+
     def grant(self, context, instance_uuid, node, amount):
         """Take a grant for ``instance_uuid`` on ``node``; False if it
         does not fit there even once stale grants are withdrawn."""
@@ -254,6 +266,11 @@ class GrantingFilterScheduler(filter_scheduler.FilterScheduler):
         )
         self._grants = grants
         self._registry = registry
+
+    @property
+    def grants(self):
+        """The ``NodeGrants`` its claims are granted by."""
+        return self._grants
 
     def _schedule(self, context, spec_obj, *args, **kwargs):
         try:

@@ -11,6 +11,7 @@ import unittest
 
 from nova.scheduler.filters import compute_filter
 
+from grant_scheduler import api
 from grant_scheduler.nova import candidates
 
 AMOUNTS = {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 10}
@@ -79,11 +80,37 @@ class TestBuiltRequests(unittest.TestCase):
         self.assertEqual(self.fetched["rp-b"], self.requests.get("rp-b"))
         self.assertIsNone(self.requests.get("rp-unknown"))
 
+    def test_a_node_not_admitted_has_no_request(self):
+        requests = candidates.BuiltRequests(
+            AMOUNTS, self.fail, admits=lambda rp_uuid: rp_uuid != "rp-full"
+        )
+        self.assertNotIn("rp-full", requests)
+        self.assertIn("rp-a", requests)
+
+    def test_the_room_asked_is_one_instance_of_the_request(self):
+        asked = []
+        found = candidates.Candidates(
+            conf=None,
+            client=None,
+            host_manager=lambda: FakeHostManager(),
+            room=lambda rp_uuid, amount: asked.append((rp_uuid, amount)),
+        )
+        requests = BuiltRequestsOf(found, AMOUNTS)
+        self.assertNotIn("rp-a", requests)
+        self.assertEqual([("rp-a", api.Resources(1, 512, 10))], asked)
+
     def test_no_candidates_after_a_refusal_leaves_no_host(self):
         self.fetched = {}
         self.requests.refuse("rp-a")
         self.assertNotIn("rp-a", self.requests)
         self.assertNotIn("rp-b", self.requests)
+
+
+def BuiltRequestsOf(found, amounts):
+    """The ``BuiltRequests`` ``found`` makes for ``amounts``."""
+    return candidates.BuiltRequests(
+        amounts, lambda: {}, found._admits(amounts)
+    )
 
 
 class TestWhatIsBuilt(unittest.TestCase):

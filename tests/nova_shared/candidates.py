@@ -6,7 +6,8 @@ Mixed into each release's ``GrantsTestBase`` (``tests/nova22/in_nova`` and
 no allocation-candidates query; a request placement must filter (a
 required trait) is decided by placement's candidates; a node placement
 has no room on, while grant_scheduler's books have, is refused by
-placement's claim and the request goes on by placement's candidates.
+placement's claim and the request goes on by placement's candidates; a
+node the books show full is not tried.
 """
 
 import contextlib
@@ -93,6 +94,19 @@ class BuiltRequestsTests:
     def host_of(self, server):
         return server["OS-EXT-SRV-ATTR:host"]
 
+    @contextlib.contextmanager
+    def grants_tried(self):
+        """The hosts grants were tried on in the block."""
+        tried = []
+        real = self.gs.grant_on
+
+        def recorded(instance_uuid, host, *args, **kwargs):
+            tried.append(host)
+            return real(instance_uuid, host, *args, **kwargs)
+
+        with mock.patch.object(self.gs, "grant_on", recorded):
+            yield tried
+
     # -- the tests ------------------------------------------------------
 
     def test_a_standard_boot_queries_no_candidates(self):
@@ -154,6 +168,25 @@ class BuiltRequestsTests:
         self.assertEqual(first, self.host_of(server))
         self.assertEqual(1, len(queries))
         self.assertIn(TRAIT, queries[0])
+
+    def test_a_node_full_in_the_books_is_not_tried(self):
+        first = self.host_of(self.boot())
+        [emptier] = set(self.HOSTS) - {first}
+        # Nova's weighers prefer the emptier host; its usage in
+        # grant_scheduler's books leaves no room (placement has room).
+        self.fill(emptier, emptier)
+        with self.grants_tried() as tried:
+            server = self.boot()
+        self.assertEqual(first, self.host_of(server))
+        self.assertEqual([first], tried)
+        # Full everywhere: NoValidHost without a grant tried or a
+        # candidates query.
+        self.fill(first, first)
+        with self.grants_tried() as tried, self.candidate_queries() as queries:
+            failed = self.boot(expected_state="ERROR")
+        self.assertIn("No valid host", failed["fault"]["message"])
+        self.assertEqual(([], []), (tried, queries))
+        self.assertEqual({}, self.allocations_by_host(failed["id"]))
 
     def test_turned_off_every_boot_queries_candidates(self):
         self.flags(build_allocation_requests=False, group="grant_scheduler")
