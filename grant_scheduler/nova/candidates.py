@@ -59,9 +59,11 @@ STANDARD_CLASSES = frozenset(("VCPU", "MEMORY_MB", "DISK_GB"))
 # which Nova's ComputeFilter also does.
 _DISABLED_TRAIT = "!COMPUTE_STATUS_DISABLED"
 
-# The microversion of a built request's claim: the first with consumer
-# generations, which Nova's claims send from 18 on.
-BUILT_VERSION = "1.28"
+# The microversions of a built request's claim: the first with consumer
+# generations, which Nova's claim sends from 19 on, else the first with
+# allocations keyed by provider (18).
+_CONSUMER_GENERATION_VERSION = "1.28"
+_ALLOCATIONS_BY_PROVIDER_VERSION = "1.12"
 
 
 def driver_asks():
@@ -71,6 +73,23 @@ def driver_asks():
     return hasattr(request_filter, "process_reqspec") and hasattr(
         request, "to_querystring"
     )
+
+
+def built_version():
+    """The microversion a built request is claimed at: the release's
+    claim sends a consumer generation from 1.28 on, which Nova 18's does
+    not know (placement would refuse its claim without one)."""
+    from nova.scheduler.client import report
+
+    try:
+        params = inspect.signature(
+            report.SchedulerReportClient.claim_resources
+        ).parameters
+    except (TypeError, ValueError):
+        params = {}
+    if "consumer_generation" in params:
+        return _CONSUMER_GENERATION_VERSION
+    return _ALLOCATIONS_BY_PROVIDER_VERSION
 
 
 class BuiltRequest(dict):
@@ -185,6 +204,7 @@ class Candidates:
         self._host_manager = host_manager
         self._build = build
         self._room = room
+        self._version = built_version()
 
     def for_request(self, context, spec_obj):
         """``(alloc_reqs_by_rp_uuid, provider_summaries, version)`` for
@@ -207,7 +227,7 @@ class Candidates:
                 lambda: self._fetch(context, spec_obj, resources, True)[0],
                 self._admits(amounts),
             )
-            return requests, None, BUILT_VERSION
+            return requests, None, self._version
         alloc_reqs, summaries, version = self._fetch(
             context, spec_obj, resources
         )
@@ -281,7 +301,7 @@ class Candidates:
         provider uuid (empty when there are none), with the provider
         summaries and microversion; with
         ``plain`` the requests carry no ``mappings`` (a built request's
-        claim is sent at ``BUILT_VERSION``)."""
+        claim is sent at ``built_version()``, which may predate them)."""
         res = self._client.get_allocation_candidates(context, resources)
         alloc_reqs, summaries, version = res or (None, None, None)
         alloc_reqs = list(alloc_reqs or [])

@@ -16,7 +16,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PACKAGE = "tests.nova_releases"
-MODULES = ("manager", "boot", "build_hook", "books", "lifecycle")
+MODULES = ("manager", "boot", "build_hook", "books", "lifecycle", "candidates")
 TIMEOUT = 900
 TAIL = 30000
 
