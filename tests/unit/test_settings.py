@@ -54,8 +54,25 @@ class TestSettings(base.TestCase):
         with self.assertRaises(exception.InvalidSettings):
             settings.replace(grant_ttl=0)
 
+    def test_switches_take_only_booleans(self):
+        switches = [
+            name
+            for name, opt in OPTIONS.items()
+            if isinstance(opt, cfg.BoolOpt)
+        ]
+        self.assertIn("build_allocation_requests", switches)
+        for name in switches:
+            with self.subTest(name=name):
+                self.assertIs(False, getattr(Settings(**{name: False}), name))
+                self.assertIs(True, getattr(Settings(**{name: True}), name))
+                for bad in (1, "yes", None):
+                    with self.assertRaises(exception.InvalidSettings):
+                        Settings(**{name: bad})
+
     def test_bounds_are_the_options(self):
         for name, opt in OPTIONS.items():
+            if isinstance(opt, cfg.BoolOpt):
+                continue  # test_switches_take_only_booleans
             low, high = opt.type.min, opt.type.max
             with self.subTest(name=name):
                 self.assertEqual(low, getattr(Settings(**{name: low}), name))

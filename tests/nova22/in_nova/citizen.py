@@ -214,7 +214,13 @@ class TestGivenUpGrants(base.GrantsTestBase):
         patcher = self.refuse_at_recheck()
         refused = [self.boot_refused() for _ in range(slots)]
         patcher.stop()
-        self.assertEqual(slots, len(self.live_grants()))
+        # Some of the refused servers still hold grants: placement keeps
+        # their allocations, so once a host is full there a grant held by
+        # an earlier refused server is withdrawn when it stands in the way
+        # of the next (Nova has given that server up), not every one.
+        held = {g.instance_uuid for g in self.live_grants()}
+        self.assertTrue(held)
+        self.assertLessEqual(held, {s["id"] for s in refused})
         for server in refused:
             self._delete_server(server)
         # Stock Nova places every one of these; nothing has to expire first.
