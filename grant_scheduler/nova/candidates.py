@@ -299,9 +299,9 @@ class Candidates:
     def _fetch(self, context, spec_obj, resources, plain=False):
         """Placement's candidates as Nova's manager fetches them: by
         provider uuid (empty when there are none), with the provider
-        summaries and microversion; with
-        ``plain`` the requests carry no ``mappings`` (a built request's
-        claim is sent at ``built_version()``, which may predate them)."""
+        summaries and microversion; with ``plain`` the requests carry no
+        ``mappings`` (a built request's claim is sent at
+        ``built_version()``, which may predate them)."""
         res = self._client.get_allocation_candidates(context, resources)
         alloc_reqs, summaries, version = res or (None, None, None)
         alloc_reqs = list(alloc_reqs or [])
