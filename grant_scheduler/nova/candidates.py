@@ -205,6 +205,9 @@ class Candidates:
         self._build = build
         self._room = room
         self._version = built_version()
+        self._resource_params = inspect.signature(
+            scheduler_utils.resources_from_request_spec
+        ).parameters
 
     def for_request(self, context, spec_obj):
         """``(alloc_reqs_by_rp_uuid, provider_summaries, version)`` for
@@ -253,7 +256,7 @@ class Candidates:
     def _resources(self, context, spec_obj, translate):
         """Nova's ``ResourceRequest`` of the spec, on any of 18-22."""
         build = scheduler_utils.resources_from_request_spec
-        params = inspect.signature(build).parameters
+        params = self._resource_params
         if "spec_obj" in params and len(params) == 1:
             return build(spec_obj)
         kwargs = {}

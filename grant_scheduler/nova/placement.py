@@ -35,6 +35,8 @@ grants it (``GrantingPlacementClient.claim_resources``).
 Only imported when Nova 17-22 is.
 """
 
+import dataclasses
+
 from nova import exception as nova_exception
 from nova import rpc
 from nova import servicegroup
@@ -169,9 +171,7 @@ class NodeGrants:
         state = self._by_uuid.get(node_uuid)
         if state is None:
             return True
-        return amount.fits_within(state.capacity.total) and (
-            state.used + amount
-        ).fits_within(state.limit)
+        return dataclasses.replace(state, granted=api.NOTHING).fits(amount)
 
     def grant(self, context, instance_uuid, node, amount):
         """Take a grant for ``instance_uuid`` on ``node``; False if it
