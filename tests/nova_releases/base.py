@@ -43,6 +43,8 @@ DiskFakeDriver = shared.DiskFakeDriver
 FLAVOR = shared.FLAVOR
 SLOTS_PER_HOST = shared.SLOTS_PER_HOST
 COMPUTE_DRIVER = shared.register_test_drivers(TEST_DRIVERS)
+# wait_for: any host, or none.
+ANY_HOST = object()
 
 
 class GrantsTestBase(
@@ -111,15 +113,17 @@ class GrantsTestBase(
         body.update(extra)
         return self.api.post_server({"server": body})
 
-    def wait_for(self, server, states, tries=60):
+    def wait_for(self, server, states, tries=60, host=ANY_HOST):
         """``server`` once its status is one of ``states`` (and its task
-        state is None), else fail."""
+        state is None, and its host is ``host`` when one is given), else
+        fail."""
         states = (states,) if isinstance(states, str) else states
         for _ in range(tries):
             found = self.api.get_server(server["id"])
             if (
                 found["status"] in states
                 and found.get("OS-EXT-STS:task_state") is None
+                and host in (ANY_HOST, found.get("OS-EXT-SRV-ATTR:host"))
             ):
                 return found
             eventlet.sleep(0.25)

@@ -203,8 +203,11 @@ class TestShelve(BooksTestBase):
     def test_shelve_offload_and_unshelve(self):
         self.flags(shelved_offload_time=0)
         server = self.boot_and_agree()
-        server = self.action(server, {"shelve": None}, "SHELVED_OFFLOADED")
-        self.assertIsNone(server["OS-EXT-SRV-ATTR:host"])
+        self.api.post_server_action(server["id"], {"shelve": None})
+        # 18 reports SHELVED_OFFLOADED (task state None) before its compute
+        # has removed the instance from its resource tracker and placement
+        # and cleared its host: the offload is over once the host is gone.
+        server = self.wait_for(server, "SHELVED_OFFLOADED", host=None)
         self.step()
         self.assertEqual([], self.gs.claims())
         server = self.action(server, {"unshelve": None}, "ACTIVE")
