@@ -7,11 +7,14 @@ searched for the password.
 ``TestSpecialCharacters`` creates one MariaDB user per character that has a
 meaning somewhere between a configuration file and the driver (``@ : / % #
 $ ? &``, a space, quotes), each password made of two distinctive pieces
-around that character so that no fragment may be shown either.  Every
-command runs with the password percent-encoded (it must work), wrong (it
-must fail in one line), in the URL's query, and written raw (refused, for
-the characters a URL cannot hold), with and without ``--debug`` and with
-``--log-file``; the Python API is checked the same way.
+around that character so that no fragment may be shown either.  Each
+character's password runs percent-encoded (it must work), wrong (it must
+fail in one line), in the URL's query, and written raw (refused, for the
+characters a URL cannot hold), with and without ``--debug`` and with
+``--log-file``; the commands rotate over the characters (``rotation``), so
+that every command meets every output variant and every character meets
+every variant and every way of writing the password, without running the
+whole product of the three.  The Python API is checked the same way.
 """
 
 import concurrent.futures
@@ -105,18 +108,20 @@ class TestSecrets(base.DatabaseTestCase, base.TestCase):
         }
 
     def test_failing_manage_commands(self):
+        # Each case with and without --debug, the commands taking turns:
+        # every command runs with and without --debug.
         commands = [("db", "version"), ("hosts",), ("reap",)]
-        checked = 0
-        for case, url in self.failing_urls().items():
-            for command in commands:
-                for debug in ((), ("--debug",)):
-                    with self.subTest(case=case, command=command, debug=debug):
-                        code, output = self.manage(url, *debug, *command)
-                        self.assertNotEqual(0, code, output)
-                        self.assertIn("ERROR", output)
-                        self.assertNotIn(PASSWORD, output)
-                        checked += 1
-        self.assertEqual(5 * 3 * 2, checked)
+        ran = set()
+        for i, (case, url) in enumerate(self.failing_urls().items()):
+            for d, debug in enumerate(((), ("--debug",))):
+                command = commands[(2 * i + d) % len(commands)]
+                with self.subTest(case=case, command=command, debug=debug):
+                    code, output = self.manage(url, *debug, *command)
+                    self.assertNotEqual(0, code, output)
+                    self.assertIn("ERROR", output)
+                    self.assertNotIn(PASSWORD, output)
+                    ran.add((command, debug))
+        self.assertEqual(len(commands) * 2, len(ran))
 
     def test_failing_benchmark(self):
         urls = self.failing_urls()
@@ -161,6 +166,36 @@ COMMANDS = [
     ("reap",),
     ("check",),
 ]
+
+
+def rotation(chars, variants, per=2):
+    """``(char, variant, command)``: for each character and variant,
+    ``per`` commands.  A variant's commands move on by ``per`` from one
+    character to the next, and a character's from one variant to the next,
+    so that every command runs in every variant (given ``len(COMMANDS) /
+    per`` characters) and a character runs different commands in each."""
+    for i, char in enumerate(chars):
+        for v, variant in enumerate(variants):
+            for j in range(per):
+                yield (
+                    char,
+                    variant,
+                    COMMANDS[((i + v) * per + j) % len(COMMANDS)],
+                )
+
+
+class TestRotation(base.TestCase):
+    def test_every_command_meets_every_variant_and_character(self):
+        variants = ("plain", "debug", "log-file")
+        for chars in (SPECIALS, sorted(MUST_ENCODE)):
+            runs = list(rotation(chars, variants))
+            self.assertEqual(
+                {(v, c) for v in variants for c in COMMANDS},
+                {(v, c) for _, v, c in runs},
+            )
+            for char in chars:
+                mine = [c for ch, _, c in runs if ch == char]
+                self.assertEqual(len(mine), len(set(mine)), char)
 
 
 class TestSpecialCharacters(base.DatabaseTestCase, base.TestCase):
@@ -305,12 +340,18 @@ class TestSpecialCharacters(base.DatabaseTestCase, base.TestCase):
             [("@", self.connection(user, password), "plain", COMMANDS[0])]
         )
         self.assertEqual(0, result.returncode, output)
-        runs = []
+        runs = [
+            (
+                (char, "encoded"),
+                self.connection(*self.users[char][:2]),
+                variant,
+                command,
+            )
+            for char, variant, command in rotation(
+                self.users, ("plain", "log-file")
+            )
+        ]
         for char, (user, password, _) in self.users.items():
-            url = self.connection(user, password, "encoded")
-            for variant in ("plain", "log-file"):
-                for command in COMMANDS:
-                    runs.append(((char, "encoded"), url, variant, command))
             url = self.connection(user, password, "query")
             for command in (("db", "version"), ("hosts",)):
                 runs.append(((char, "query"), url, "log-file", command))
@@ -332,20 +373,23 @@ class TestSpecialCharacters(base.DatabaseTestCase, base.TestCase):
                 self.assertIn(self.url.database, output, label)
 
     def test_wrong_passwords_fail_in_one_line(self):
-        runs = []
-        for char, (user, password, _) in self.users.items():
-            url = self.connection(user, password + "x", "encoded")
-            for variant in ("plain", "log-file"):
-                for command in COMMANDS:
-                    runs.append(((char, "encoded"), url, variant, command))
-            url = self.connection(user, password + "x", "query")
-            for command in (("db", "sync"), ("hosts",)):
-                runs.append(((char, "query"), url, "plain", command))
-                runs.append(((char, "query"), url, "debug", command))
-            # The traceback --debug prints on standard error has no secret.
-            url = self.connection(user, password + "x", "encoded")
-            for command in (("db", "sync"), ("hosts",)):
-                runs.append(((char, "encoded"), url, "debug", command))
+        def wrong(char, how="encoded"):
+            user, password, _ = self.users[char]
+            return self.connection(user, password + "x", how)
+
+        # "debug": the traceback --debug prints on standard error has no
+        # secret either.
+        variants = ("plain", "debug", "log-file")
+        runs = [
+            ((char, "encoded"), wrong(char), variant, command)
+            for char, variant, command in rotation(self.users, variants)
+        ]
+        runs += [
+            ((char, "query"), wrong(char, "query"), variant, command)
+            for char, variant, command in rotation(
+                self.users, ("plain", "debug"), per=1
+            )
+        ]
         # NOTE: no retries of the first connection, so each run fails at once.
         results = self.run_many(runs, extra="max_retries = 0\n")
         for (char, how), variant, command, result, output in results:
@@ -359,13 +403,17 @@ class TestSpecialCharacters(base.DatabaseTestCase, base.TestCase):
                 self.assertNoSecret(char, output, label)
 
     def test_raw_passwords_are_refused(self):
-        runs = []
-        for char in MUST_ENCODE:
-            user, password, _ = self.users[char]
-            url = self.connection(user, password, "raw")
-            for variant in ("plain", "debug", "log-file"):
-                for command in COMMANDS:
-                    runs.append((char, url, variant, command))
+        runs = [
+            (
+                char,
+                self.connection(*self.users[char][:2], how="raw"),
+                variant,
+                command,
+            )
+            for char, variant, command in rotation(
+                sorted(MUST_ENCODE), ("plain", "debug", "log-file")
+            )
+        ]
         for char, variant, command, result, output in self.run_many(runs):
             label = "char %r, %s, %s" % (char, variant, command)
             with self.subTest(char=char, variant=variant, command=command):
