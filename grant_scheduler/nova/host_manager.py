@@ -113,6 +113,11 @@ class _Computes:
             [service for _columns, service in services.values()],
         )
 
+    def holds(self, node):
+        """Whether ``node`` is the object kept for its row (its row was
+        there, unchanged since, at the last read)."""
+        return self._nodes.get(node.id, (None, None))[1] is node
+
 
 def _takes_compute(cls):
     try:
@@ -222,7 +227,14 @@ class GrantsHostManager(nova_host_manager.HostManager):
                     context, compute
                 )
                 found.append(host_state)
-        self._kept.update(kept)
+        with self._kept_lock:
+            self._kept.update(kept)
+            # A node whose row went (or changed and was read for another
+            # request) no longer keeps its HostState.
+            for key, (host_state, compute, _) in list(self._kept.items()):
+                computes = self._computes.get(host_state.cell_uuid)
+                if computes is None or not computes.holds(compute):
+                    del self._kept[key]
         return iter(found)
 
     # -- why no host passed -----------------------------------------------

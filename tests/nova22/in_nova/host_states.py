@@ -3,6 +3,7 @@ rebuilds only what changed: every change Nova's own read would show still
 reaches the filters and weighers."""
 
 from nova import context as nova_context
+from nova import objects
 
 from tests.nova22.in_nova import base
 
@@ -72,3 +73,15 @@ class TestKeptHostStates(base.GrantsTestBase):
             states["host1"].free_ram_mb + 1000, again["host1"].free_ram_mb
         )
         self.assertNotIn("made-up", again["host1"].limits)
+
+    def test_a_deleted_node_is_no_longer_kept(self):
+        self.host_states()
+        context = nova_context.get_admin_context()
+        node = objects.ComputeNode.get_first_node_by_host_for_old_compat(
+            context, "host2"
+        )
+        node.destroy()
+        self.assertEqual({"host1"}, set(self.host_states()))
+        self.assertEqual(
+            {"host1"}, {host for host, _ in self.driver.host_manager._kept}
+        )
