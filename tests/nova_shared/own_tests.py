@@ -20,6 +20,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 OUTCOMES = ("passed", "failed", "error", "skipped")
@@ -32,7 +33,16 @@ class Outcomes(unittest.TestResult):
 
     def __init__(self):
         super().__init__()
-        self.outcomes, self.details = {}, {}
+        self.outcomes, self.details, self.seconds = {}, {}, {}
+        self._started = None
+
+    def startTest(self, test):
+        super().startTest(test)
+        self._started = time.monotonic()
+
+    def stopTest(self, test):
+        super().stopTest(test)
+        self.seconds[test.id()] = round(time.monotonic() - self._started, 2)
 
     def addSuccess(self, test):
         self.outcomes[test.id()] = "passed"
@@ -180,6 +190,7 @@ def worker(args, migrate_in_workdir=False):
                 "outcomes": result.outcomes,
                 "details": result.details,
                 "nodes_seen": NODES_SEEN,
+                "seconds": result.seconds,
             },
             f,
         )
@@ -208,7 +219,7 @@ def run_workers(module, scheduler, names, parts):
                 ),
             )
         )
-    found = {"outcomes": {}, "details": {}, "nodes_seen": {}}
+    found = {"outcomes": {}, "details": {}, "nodes_seen": {}, "seconds": {}}
     for part, process in processes:
         if process.wait() != 0 or not os.path.exists(part):
             raise WorkerFailed(part)
