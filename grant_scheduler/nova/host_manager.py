@@ -113,6 +113,10 @@ class _Computes:
             [service for _columns, service in services.values()],
         )
 
+    def __len__(self):
+        """How many compute nodes the last read found."""
+        return len(self._nodes)
+
     def holds(self, node):
         """Whether ``node`` is the object kept for its row (its row was
         there, unchanged since, at the last read)."""
@@ -229,12 +233,13 @@ class GrantsHostManager(nova_host_manager.HostManager):
                 found.append(host_state)
         with self._kept_lock:
             self._kept.update(kept)
-            # A node whose row went (or changed and was read for another
-            # request) no longer keeps its HostState.
-            for key, (host_state, compute, _) in list(self._kept.items()):
-                computes = self._computes.get(host_state.cell_uuid)
-                if computes is None or not computes.holds(compute):
-                    del self._kept[key]
+            # More kept than rows: a node's row went (or was renamed), and
+            # its HostState goes too.
+            if len(self._kept) > sum(map(len, self._computes.values())):
+                for key, (host_state, compute, _) in list(self._kept.items()):
+                    computes = self._computes.get(host_state.cell_uuid)
+                    if computes is None or not computes.holds(compute):
+                        del self._kept[key]
         return iter(found)
 
     # -- why no host passed -----------------------------------------------

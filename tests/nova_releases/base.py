@@ -43,7 +43,7 @@ DiskFakeDriver = shared.DiskFakeDriver
 FLAVOR = shared.FLAVOR
 SLOTS_PER_HOST = shared.SLOTS_PER_HOST
 COMPUTE_DRIVER = shared.register_test_drivers(TEST_DRIVERS)
-# wait_for: any host, or none.
+# wait_for's default: the server's host does not matter.
 ANY_HOST = object()
 
 
