@@ -27,9 +27,13 @@ never takes a node placement would not have offered.
 
 Placement leaves a full provider out of its candidates; a built request
 leaves out a node whose usage in grant_scheduler's books leaves no room
-for it (``NodeGrants.has_room``), so a full cloud answers NoValidHost
-without a grant tried on every node.  Live grants do not leave a node out:
-the grant's own path withdraws those of instances Nova has given up.
+for it (``NodeGrants.has_room``), so a full cloud is not tried node by
+node.  Live grants do not leave a node out: the grant's own path
+withdraws those of instances Nova has given up.  A request that finds no
+host that way is decided once more by placement's candidates before
+NoValidHost is answered (``BuiltRequests.passed_over``): the books'
+capacity of a node may be behind placement's (an allocation ratio raised
+through placement's API since the last sync).
 
 One difference from the manager remains: ``[scheduler]
 max_placement_results`` limits the candidates placement returns, but a
@@ -129,6 +133,7 @@ class BuiltRequests:
         self._fetched = None
         self._refused = False
         self._built = {}
+        self.passed_over = False
 
     def __bool__(self):
         return True
@@ -137,7 +142,10 @@ class BuiltRequests:
         fetched = self._candidates()
         if fetched is not None:
             return rp_uuid in fetched
-        return self._admits is None or self._admits(rp_uuid)
+        if self._admits is None or self._admits(rp_uuid):
+            return True
+        self.passed_over = True
+        return False
 
     def __getitem__(self, rp_uuid):
         fetched = self._candidates()
@@ -168,6 +176,12 @@ class BuiltRequests:
                 "provider %s; asking placement for allocation candidates",
                 rp_uuid,
             )
+        self._refused = True
+
+    def ask_placement(self):
+        """From now on, placement's candidates (a request the books found
+        no room for is decided by placement, as the stock scheduler's
+        would be: the books may be behind placement's inventory)."""
         self._refused = True
 
     def _build(self, rp_uuid):

@@ -184,11 +184,29 @@ class GrantSchedulerDriver:
             from grant_scheduler.nova import candidates
 
             self._asks_itself = candidates.driver_asks()
+        self._capacities = None
         self.registry = registry.NodeRegistry(
-            self._lazy.get,
-            lambda: compat.reserved_from_conf(self._lazy.conf),
-            lambda: self.host_manager,
+            self._lazy.get, self.capacities, lambda: self.host_manager
         )
+
+    def capacities(self):
+        """Where nodes' capacities are read (built in the worker, on first
+        use): placement's inventories on Nova 17-22, which decide there
+        whatever this driver claims, else Nova's compute node records."""
+        if self._capacities is None:
+            if compat.claims_in_placement():
+                from grant_scheduler.nova import inventory
+
+                self._capacities = registry.PlacementCapacities(
+                    inventory.PlacementInventory(
+                        _once(compat.scheduler_report_client)
+                    )
+                )
+            else:
+                self._capacities = registry.RecordCapacities(
+                    lambda: compat.reserved_from_conf(self._lazy.conf)
+                )
+        return self._capacities
 
     @property
     def grant_scheduler(self):
@@ -285,7 +303,11 @@ class GrantSchedulerDriver:
 
             self._filter_scheduler = placement.GrantingFilterScheduler(
                 self.host_manager,
-                placement.NodeGrants(self._lazy.get, self._grant_follower()),
+                placement.NodeGrants(
+                    self._lazy.get,
+                    self._grant_follower(),
+                    self.registry.refresh,
+                ),
                 self.registry,
             )
         return self._filter_scheduler
@@ -357,6 +379,26 @@ class GrantSchedulerDriver:
         )
         if self._asks_itself:
             found = self.candidates.for_request(context, spec_obj)
+        group = compat.field(spec_obj, "instance_group")
+        hosts = list(compat.field(group, "hosts", ())) if group else None
+        try:
+            return self.filter_scheduler.select_destinations(
+                context,
+                spec_obj,
+                call["instance_uuids"],
+                *found,
+                bool(call["return_alternates"]),
+            )
+        except compat.nova_module("exception").NoValidHost:
+            requests = found[0]
+            if not getattr(requests, "passed_over", False) or requests.refused:
+                raise
+        # NOTE(placement): the books found no room on a node placement was
+        # not asked about; placement decides, as for the stock scheduler.
+        requests.ask_placement()
+        if group is not None:
+            group.hosts = hosts
+            group.obj_reset_changes(["hosts"])
         return self.filter_scheduler.select_destinations(
             context,
             spec_obj,
@@ -413,6 +455,18 @@ class GrantSchedulerDriver:
         if self.registry.register_unknown(context, known, host_states):
             request_view = gs.view(ranker=ranker)
         return request_view, ranker
+
+
+def _once(make):
+    """``f()`` giving what ``make()`` gave at the first call."""
+    made = []
+
+    def get():
+        if not made:
+            made.append(make())
+        return made[0]
+
+    return get
 
 
 def _bind(args, kwargs):

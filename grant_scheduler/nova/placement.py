@@ -132,13 +132,16 @@ class GrantingPlacementClient:
 class NodeGrants:
     """Grants on the node Nova's FilterScheduler chose, for one process."""
 
-    def __init__(self, grant_scheduler, follower):
+    def __init__(self, grant_scheduler, follower, refresh=None):
         """
         :param grant_scheduler: ``f()`` giving the ``GrantScheduler``.
         :param follower: ``follow.GrantFollower``.
+        :param refresh: ``f(context, state)``, True when it reported a
+            node's capacity that had changed (``NodeRegistry.refresh``).
         """
         self._gs = grant_scheduler
         self._follower = follower
+        self._refresh = refresh
         self._by_uuid = {}
 
     def known(self):
@@ -180,8 +183,12 @@ class NodeGrants:
             return True
         # NOTE(grants): placement offered this node, the books did not:
         # a grant of an instance Nova has already given up, or built
-        # elsewhere, may hold it.
-        if self._follower.on_node(context, node.host, node.node):
+        # elsewhere, may hold it, or placement's inventory of the node
+        # changed since the books last read it.
+        retry = self._follower.on_node(context, node.host, node.node)
+        if self._refresh is not None:
+            retry = self._refresh(context, node) or retry
+        if retry:
             return self._try(context, instance_uuid, node, amount)
         return False
 

@@ -2,14 +2,20 @@
 
 A node Nova knows and grant_scheduler does not is registered (insert
 only, so concurrent schedulers cannot overwrite each other or a row claims
-maintain) with the capacity of Nova's compute node record, its reserved
-share taken from Nova's ``reserved_host_*`` options, and no usage; the
-process that created the row then claims the instances Nova already places
-on the node, so the node's usage is the sum of claimed instances from the
-start (I4).  The driver does this per request only for nodes its view
-does not know; ``sync`` (from ``run_periodic_tasks``) also reports capacity
-that changed in Nova (totals, reserved amounts, allocation ratios) without
-touching usage.
+maintain) with no usage; the process that created the row then claims
+the instances Nova already places on the node, so the node's usage is the
+sum of claimed instances from the start (I4).  The driver does this per
+request only for nodes its view does not know; ``sync`` (from
+``run_periodic_tasks``) also reports capacity that changed (totals,
+reserved amounts, allocation ratios) without touching usage.
+
+Where a node's capacity comes from depends on the release:
+
+* Nova 17-22 (``PlacementCapacities``): the node's provider inventory in
+  placement (``inventory``), which decides there; a node placement has
+  no inventory for is not registered yet.
+* Nova 13-16 (``RecordCapacities``): Nova's compute node record, its
+  reserved share taken from Nova's ``reserved_host_*`` options.
 """
 
 from oslo_log import log as logging
@@ -22,18 +28,62 @@ LOG = logging.getLogger(__name__)
 _UNKNOWN = object()
 
 
+class RecordCapacities:
+    """Capacities from Nova's compute node records (Nova 13-16)."""
+
+    def __init__(self, reserved):
+        """:param reserved: ``f()`` giving the reserved ``Resources``."""
+        self._reserved = reserved
+
+    def of(self, context, host_state):
+        return compat.capacity_of(host_state, self._reserved())
+
+    def to_check(self, context, host_states):
+        """The nodes whose capacity ``sync`` compares: every one."""
+        return host_states
+
+    def of_node(self, context, node_uuid):
+        """None: a record is read with every node's, at ``sync``."""
+        return None
+
+
+class PlacementCapacities:
+    """Capacities from placement's inventories (Nova 17-22)."""
+
+    def __init__(self, inventory):
+        """:param inventory: ``inventory.PlacementInventory``."""
+        self._inventory = inventory
+
+    def of(self, context, host_state):
+        return self.of_node(context, host_state.uuid)
+
+    def of_node(self, context, node_uuid):
+        """The node's capacity in placement now, or None."""
+        return self._inventory.capacity(context, node_uuid)
+
+    def to_check(self, context, host_states):
+        """The nodes whose provider changed in placement since the last
+        sync."""
+        changed = self._inventory.changed(context)
+        if not changed:
+            return []
+        return [h for h in host_states if h.uuid in changed]
+
+
+
 class NodeRegistry:
     """Registers Nova's compute nodes in one scheduler process."""
 
-    def __init__(self, grant_scheduler, reserved, host_manager):
+    def __init__(self, grant_scheduler, capacities, host_manager):
         """
         :param grant_scheduler: ``f()`` giving the ``GrantScheduler``.
-        :param reserved: ``f()`` giving the reserved ``Resources``.
+        :param capacities: ``f()`` giving ``RecordCapacities`` or
+            ``PlacementCapacities``.
         :param host_manager: ``f()`` giving the ``GrantsHostManager``
             (``instances_on_node``, ``instance_claims``), or None.
         """
         self._gs = grant_scheduler
-        self._reserved = reserved
+        self._capacities = capacities
         self._host_manager = host_manager
         self._refused = {}  # (host, node) -> capacity that was refused
         self.registered = 0
@@ -47,7 +97,6 @@ class NodeRegistry:
         :returns: True when a row was created or changed.
         """
         added = False
-        reserved = None
         for host_state in host_states:
             key = (host_state.host, host_state.nodename)
             if host_state.uuid is None:
@@ -57,9 +106,9 @@ class NodeRegistry:
             node_uuid = known.get(key, _UNKNOWN)
             if node_uuid in (None, host_state.uuid):
                 continue
-            if reserved is None:
-                reserved = self._reserved()
-            capacity = compat.capacity_of(host_state, reserved)
+            capacity = self._capacities().of(context, host_state)
+            if capacity is None:
+                continue  # placement has no inventory for it yet
             if node_uuid is not _UNKNOWN:
                 added |= self._recreated(host_state, capacity)
                 continue
@@ -88,6 +137,27 @@ class NodeRegistry:
         )
         return True
 
+    def refresh(self, context, state):
+        """Report ``state``'s node again if its capacity changed where it
+        is read node by node (placement); True when it did.
+
+        :param state: grant_scheduler's ``HostState`` of the node.
+        """
+        capacity = self._capacities().of_node(context, state.node_uuid)
+        if capacity is None or compat.same_capacity(capacity, state.capacity):
+            return False
+        try:
+            self._gs().report_host(
+                state.host, state.node, capacity, node_uuid=state.node_uuid
+            )
+        except api.InvalidResources as exc:
+            LOG.warning(
+                "Capacity of %s/%s not updated: %s", state.host, state.node, exc
+            )
+            return False
+        LOG.info("Capacity of %s/%s is now %s", state.host, state.node, capacity)
+        return True
+
     def sync(self, context, states, host_states):
         """Register unknown nodes and report changed capacities.
 
@@ -100,13 +170,15 @@ class NodeRegistry:
             {key: s.node_uuid for key, s in by_key.items()},
             host_states,
         )
-        reserved = self._reserved()
-        for host_state in host_states:
+        capacities = self._capacities()
+        for host_state in capacities.to_check(context, host_states):
             state = by_key.get((host_state.host, host_state.nodename))
             if state is None or host_state.uuid is None:
                 continue
-            capacity = compat.capacity_of(host_state, reserved)
-            if compat.same_capacity(capacity, state.capacity):
+            capacity = capacities.of(context, host_state)
+            if capacity is None or compat.same_capacity(
+                capacity, state.capacity
+            ):
                 continue
             try:
                 self._gs().report_host(

@@ -1,0 +1,136 @@
+"""What a compute node offers, as placement has it (Nova 17-22).
+
+From Nova 17 on placement decides what a node offers: its provider's
+inventory of each resource class (``total``, ``reserved``,
+``allocation_ratio``, ``max_unit``), whoever set it.  Each compute writes
+its own ``reserved_host_*`` options there (not the scheduler's), and
+since Stein an operator may set allocation ratios and reserved amounts
+through placement's API while the compute node record keeps the initial
+ratios.  So on these releases grant_scheduler's capacity of a node is
+read from placement, never from the compute node record or the
+scheduler's own options, and a node placement has no inventory for is
+not registered (``PlacementInventory.capacity`` answers None).
+
+How current it is kept (``NodeRegistry.sync``, every
+``[scheduler] periodic_task_interval``): one ``GET /resource_providers``
+lists every provider's generation; only the providers whose generation
+moved since the last sync (an inventory or an allocation changed there)
+are read again, one ``GET .../inventories`` each.  A node whose grant is
+refused is read again at once (``NodeGrants.grant``), so a capacity
+raised in placement is seen by the next request that meets it.
+"""
+
+from oslo_log import log as logging
+
+from grant_scheduler import api
+
+LOG = logging.getLogger(__name__)
+
+# grant_scheduler's three amounts, each from the first class of its list
+# the provider has (dedicated CPUs, PCPU, where a node offers no VCPU).
+_CLASSES = (
+    ("vcpus", ("VCPU", "PCPU"), "cpu_allocation_ratio"),
+    ("memory_mb", ("MEMORY_MB",), "ram_allocation_ratio"),
+    ("disk_gb", ("DISK_GB",), "disk_allocation_ratio"),
+)
+
+# The first microversion of GET /resource_providers that lists every
+# provider without a filter (1.0 does too) and the inventories' format.
+_VERSION = "1.0"
+
+
+def capacity_from(inventories):
+    """The ``Capacity`` of placement's ``{class: inventory}`` of one
+    provider; None when it has none of VCPU, PCPU and MEMORY_MB (a
+    provider not reported yet, or one grant_scheduler has no amount
+    for).  A class it lacks (DISK_GB from a sharing provider) counts 0."""
+    if not any(name in inventories for name in ("VCPU", "PCPU", "MEMORY_MB")):
+        return None
+    totals, reserved, ratios = {}, {}, {}
+    for amount, classes, ratio in _CLASSES:
+        inventory = next(
+            (inventories[c] for c in classes if c in inventories), None
+        )
+        if inventory is None:
+            totals[amount] = reserved[amount] = 0
+            ratios[ratio] = 1.0
+            continue
+        totals[amount] = int(inventory["total"])
+        reserved[amount] = min(int(inventory.get("reserved", 0)), totals[amount])
+        ratios[ratio] = float(inventory.get("allocation_ratio") or 1.0)
+    return api.Capacity(
+        total=api.Resources(**totals),
+        reserved=api.Resources(**reserved),
+        **ratios,
+    )
+
+
+class PlacementInventory:
+    """Reads nodes' inventories from placement for one scheduler process."""
+
+    def __init__(self, client):
+        """
+        :param client: ``f()`` giving Nova's placement client
+            (``SchedulerReportClient``).
+        """
+        self._client = client
+        self._generations = {}
+
+    def _get(self, context, url):
+        response = self._client().get(
+            url,
+            version=_VERSION,
+            global_request_id=getattr(context, "global_id", None),
+        )
+        if response is None or response.status_code != 200:
+            return None
+        return response.json()
+
+    def capacity(self, context, node_uuid):
+        """The node's ``Capacity`` in placement now, or None (no provider,
+        no inventory, or placement did not answer)."""
+        try:
+            found = self._get(
+                context, "/resource_providers/%s/inventories" % node_uuid
+            )
+        except Exception:  # noqa: BLE001 - the next request asks again
+            LOG.warning(
+                "Could not read the inventory of provider %s from "
+                "placement",
+                node_uuid,
+                exc_info=True,
+            )
+            return None
+        if found is None:
+            return None
+        return capacity_from(found.get("inventories") or {})
+
+    def changed(self, context):
+        """The uuids of the providers whose generation moved since the
+        last call (all of them at the first), or None when placement did
+        not answer."""
+        try:
+            found = self._get(context, "/resource_providers")
+        except Exception:  # noqa: BLE001 - the next sync asks again
+            LOG.warning(
+                "Could not list resource providers from placement",
+                exc_info=True,
+            )
+            return None
+        if found is None:
+            return None
+        generations = {
+            rp["uuid"]: rp.get("generation")
+            for rp in found.get("resource_providers") or ()
+        }
+        moved = {
+            uuid
+            for uuid, generation in generations.items()
+            if self._generations.get(uuid) != generation
+        }
+        self._generations = generations
+        return moved
+
+    def forget(self, node_uuid):
+        """Read ``node_uuid`` again at the next ``changed``."""
+        self._generations.pop(node_uuid, None)

@@ -1,0 +1,241 @@
+"""The same request shapes decided by Nova 22's stock FilterScheduler and
+by grant_scheduler, side by side.
+
+Each scenario is written once (``Decisions``) and run twice: by
+``TestStockDecisions`` with Nova's own ``filter_scheduler`` and by
+``TestGrantsDecisions`` with ``[scheduler] driver = grant_scheduler``,
+every option at its default.  The assertions are what the stock
+scheduler does (its class passing shows it), so grant_scheduler passing
+the same assertions is deciding as stock decides: the same servers
+ACTIVE, on the same hosts, the same NoValidHost, the same allocations
+in placement.
+
+The inventory a node offers is placement's in every scenario (an
+allocation ratio or a reserved amount set through placement's API, as an
+operator sets them since Stein), and a flavour's amounts are its
+allocation in placement (``resources:<CLASS>=N`` overrides).
+"""
+
+import uuid
+
+from nova import context as nova_context
+from nova import objects
+from nova.tests.functional import integrated_helpers
+
+from tests.nova22.in_nova import base
+
+
+class Decisions:
+    """The scenarios; mixed into a test base that starts one compute per
+    name in ``HOSTS`` with ``base.DiskFakeDriver`` (2 vCPU, 2,560 MB,
+    20 GB)."""
+
+    HOSTS = ("host1",)
+
+    def _setup_services(self):
+        # NOTE: the computes' first report puts these ratios into
+        # placement and their compute node records (Nova's own initial
+        # ratios are 16.0 and 1.5): one vCPU, one MB, one GB each.
+        for name in ("cpu", "ram", "disk"):
+            self.flags(**{"initial_%s_allocation_ratio" % name: 1.0})
+        super()._setup_services()
+
+    # -- helpers -----------------------------------------------------------
+
+    def make_flavor(self, vcpus, ram, disk, extra_specs=None):
+        flavor_id = str(uuid.uuid4())
+        self.api.post_flavor(
+            {
+                "flavor": {
+                    "name": "decide-" + flavor_id[:8],
+                    "id": flavor_id,
+                    "ram": ram,
+                    "vcpus": vcpus,
+                    "disk": disk,
+                }
+            }
+        )
+        if extra_specs:
+            self.api.post_extra_spec(
+                flavor_id, {"extra_specs": extra_specs}
+            )
+        return flavor_id
+
+    def boot_flavor(self, flavor_id, expected_state="ACTIVE", **extra):
+        body = self._build_server(flavor_id=flavor_id, networks="none")
+        body.update(extra)
+        server = self.api.post_server({"server": body})
+        return self._wait_for_state_change(server, expected_state)
+
+    def boot_until_no_valid_host(self, flavor_id, most):
+        """Boot ``flavor_id`` servers one after another until one ends in
+        ERROR (at most ``most``); the ACTIVE ones and the failed one."""
+        active = []
+        for _ in range(most):
+            body = self._build_server(flavor_id=flavor_id, networks="none")
+            server = self.api.post_server({"server": body})
+            server = self._wait_until_built(server)
+            if server["status"] != "ACTIVE":
+                return active, server
+            active.append(server)
+        self.fail("%d servers booted, none refused" % most)
+
+    def _wait_until_built(self, server):
+        for _ in range(200):
+            server = self.api.get_server(server["id"])
+            if server["status"] in ("ACTIVE", "ERROR"):
+                return server
+            self._sleep()
+        self.fail("server %s never left BUILD" % server["id"])
+
+    @staticmethod
+    def _sleep():
+        import eventlet
+
+        eventlet.sleep(0.05)
+
+    def provider(self, host):
+        [found] = self.placement.get(
+            "/resource_providers?name=%s" % host
+        ).body["resource_providers"]
+        return found["uuid"]
+
+    def set_inventory(self, host, resource_class, **fields):
+        """Change ``host``'s inventory of one class in placement, as an
+        operator does through placement's API."""
+        rp = self.provider(host)
+        url = "/resource_providers/%s/inventories/%s" % (rp, resource_class)
+        inventory = self.placement.get(url).body
+        inventory.update(fields)
+        inventory["resource_provider_generation"] = self.placement.get(
+            "/resource_providers/%s" % rp
+        ).body["generation"]
+        self.assertEqual(200, self.placement.put(url, inventory).status)
+
+    def allocated(self, server):
+        """``{class: amount}`` placement holds for ``server`` on its host's
+        provider."""
+        allocations = self._get_allocations_by_server_uuid(server["id"])
+        provider = self.provider(server["OS-EXT-SRV-ATTR:host"])
+        return allocations[provider]["resources"]
+
+    def assert_no_valid_host(self, server):
+        self.assertEqual("ERROR", server["status"])
+        self.assertIn("No valid host", server["fault"]["message"])
+        self.assertEqual(
+            {}, self._get_allocations_by_server_uuid(server["id"])
+        )
+
+    # -- the scenarios -------------------------------------------------------
+
+    def test_allocation_ratio_set_in_placement(self):
+        """Placement's VCPU allocation ratio 2.0 decides, not the compute
+        node record's 1.0: a 2-vCPU node takes four 1-vCPU servers."""
+        flavor = self.make_flavor(vcpus=1, ram=128, disk=1)
+        first = self.boot_flavor(flavor)
+        # Raised once the node is known and holds a server.
+        self.set_inventory("host1", "VCPU", allocation_ratio=2.0)
+        node = objects.ComputeNode.get_first_node_by_host_for_old_compat(
+            nova_context.get_admin_context(), "host1"
+        )
+        self.assertEqual(1.0, node.cpu_allocation_ratio)
+        active, refused = self.boot_until_no_valid_host(flavor, 6)
+        self.assertEqual(4, len([first] + active))
+        self.assert_no_valid_host(refused)
+
+    def test_reserved_memory_set_in_placement(self):
+        """Placement's MEMORY_MB reserved amount decides, not the
+        scheduler's own ``reserved_host_memory_mb``: with nothing reserved
+        a 2,560 MB node takes two 1,280 MB servers."""
+        self.set_inventory("host1", "MEMORY_MB", reserved=0)
+        flavor = self.make_flavor(vcpus=1, ram=1280, disk=1)
+        active, refused = self.boot_until_no_valid_host(flavor, 4)
+        self.assertEqual(2, len(active))
+        self.assert_no_valid_host(refused)
+
+    def test_reserved_memory_raised_in_placement(self):
+        """A reserved amount raised in placement once the node holds a
+        server: the 2,560 MB node keeps its one 1,280 MB server and takes
+        no second."""
+        flavor = self.make_flavor(vcpus=1, ram=1280, disk=1)
+        self.set_inventory("host1", "MEMORY_MB", reserved=0)
+        self.boot_flavor(flavor)
+        self.set_inventory("host1", "MEMORY_MB", reserved=1024)
+        refused = self.boot_flavor(flavor, expected_state="ERROR")
+        self.assert_no_valid_host(refused)
+
+    def test_a_resources_override_is_what_is_taken(self):
+        """``resources:VCPU=1`` on a 2-vCPU flavour allocates one VCPU, so
+        a 2-vCPU node takes two of them."""
+        flavor = self.make_flavor(
+            vcpus=2, ram=128, disk=1, extra_specs={"resources:VCPU": "1"}
+        )
+        active, refused = self.boot_until_no_valid_host(flavor, 4)
+        self.assertEqual(2, len(active))
+        for server in active:
+            self.assertEqual(1, self.allocated(server)["VCPU"])
+        self.assert_no_valid_host(refused)
+
+    def test_swap_is_disk_in_placement(self):
+        """A flavour's swap is part of its DISK_GB allocation: 20 GB of
+        disk takes one server of 7 GB root and 7,168 MB swap, not two."""
+        flavor_id = str(uuid.uuid4())
+        self.api.post_flavor(
+            {
+                "flavor": {
+                    "name": "swap-" + flavor_id[:8],
+                    "id": flavor_id,
+                    "ram": 128,
+                    "vcpus": 1,
+                    "disk": 7,
+                    "swap": 7168,
+                }
+            }
+        )
+        active, refused = self.boot_until_no_valid_host(flavor_id, 3)
+        self.assertEqual(1, len(active))
+        self.assertEqual(14, self.allocated(active[0])["DISK_GB"])
+        self.assert_no_valid_host(refused)
+
+    def test_a_forced_host_whose_service_is_disabled(self):
+        """A server forced onto a host whose compute service is disabled
+        is refused (placement leaves a disabled compute out)."""
+        [service] = self.api.get_services(
+            binary="nova-compute", host="host1"
+        )
+        self.api.put_service(service["id"], {"status": "disabled"})
+        flavor = self.make_flavor(vcpus=1, ram=128, disk=1)
+        server = self.boot_flavor(
+            flavor, expected_state="ERROR", availability_zone="nova:host1"
+        )
+        self.assert_no_valid_host(server)
+
+
+class _StockTestBase(integrated_helpers._IntegratedTestBase):
+    """Nova's services with the stock FilterScheduler and the same
+    computes as ``base.GrantsTestBase``."""
+
+    ADMIN_API = True
+    microversion = "latest"
+    compute_driver = base.COMPUTE_DRIVER
+
+    def _setup_services(self):
+        self.flags(compute_driver=self.compute_driver)
+        self.flags(api_paste_config="/etc/nova/api-paste.ini", group="wsgi")
+        super()._setup_services()
+
+    def _setup_compute_service(self):
+        for host in self.HOSTS:
+            self._start_compute(host)
+        return self.computes[self.HOSTS[0]]
+
+
+class TestStockDecisions(Decisions, _StockTestBase):
+    pass
+
+
+class TestGrantsDecisions(Decisions, base.GrantsTestBase):
+    def test_the_driver_is_grant_scheduler(self):
+        self.assertEqual(
+            "GrantSchedulerDriver", type(self.driver).__name__
+        )
