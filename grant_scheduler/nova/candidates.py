@@ -25,6 +25,10 @@ yet, a ``max_unit`` below the flavour), the rest of the request is
 decided by placement's candidates, fetched then.  So a built request
 never takes a node placement would not have offered.
 
+A forced host or node is decided by placement's candidates too: Nova's
+HostManager runs no filter for it, so only placement's query keeps a
+disabled compute out, as for the stock scheduler.
+
 Placement leaves a full provider out of its candidates; a built request
 leaves out a node whose usage in grant_scheduler's books leaves no room
 for it (``NodeGrants.has_room``), so a full cloud is not tried node by
@@ -237,7 +241,9 @@ class Candidates:
         except nova_exception.RequestFilterFailed as exc:
             raise nova_exception.NoValidHost(reason=exc.message) from exc
         resources = self._resources(context, spec_obj, True)
-        amounts = self._built_amounts(resources)
+        amounts = None if _skips_filters(spec_obj) else (
+            self._built_amounts(resources)
+        )
         if amounts is not None:
             requests = BuiltRequests(
                 amounts,
@@ -345,6 +351,27 @@ class Candidates:
             for rp_uuid in alloc_req["allocations"]:
                 by_rp_uuid[rp_uuid].append(alloc_req)
         return by_rp_uuid, summaries, version
+
+
+def _skips_filters(spec_obj):
+    """True for a request Nova's HostManager does not filter (a forced
+    host or node, without ``_nova_check_type``): Nova's ComputeFilter does
+    not keep a disabled compute out of it, so only placement's candidates
+    (whose query forbids ``COMPUTE_STATUS_DISABLED``) do."""
+    forced = _listed(spec_obj, "force_hosts") or _listed(
+        spec_obj, "force_nodes"
+    )
+    if not forced:
+        return False
+    hints = _listed(spec_obj, "scheduler_hints") or {}
+    return not hints.get("_nova_check_type")
+
+
+def _listed(spec_obj, name):
+    is_set = getattr(spec_obj, "obj_attr_is_set", None)
+    if is_set is not None and not is_set(name):
+        return None
+    return getattr(spec_obj, name, None)
 
 
 def _workaround(conf, name):

@@ -45,7 +45,7 @@ def instance_resources(context, instance, bdms=None, is_bfv=None):
     """
     if is_bfv is None:
         is_bfv = is_volume_backed(context, instance, bdms)
-    return compat.flavor_resources(
+    return compat.instance_amount(
         compat.field(instance, "flavor"), is_bfv=is_bfv
     )
 
@@ -82,13 +82,14 @@ class Amounts:
         self._none = objects.BlockDeviceMappingList(objects=[])
 
     def of(self, instance, flavor=None):
-        """``instance``'s amount at ``flavor`` (its own columns, which
-        Nova keeps at its current flavour, when None)."""
+        """``instance``'s amount at ``flavor`` (its current flavour when
+        None, or its own columns, which Nova keeps at that flavour, where
+        the flavour is not loaded)."""
         is_bfv = is_volume_backed(
             self._context,
             instance,
             self._bdms.get(instance.uuid) or self._none,
         )
-        return compat.flavor_resources(
-            instance if flavor is None else flavor, is_bfv=is_bfv
-        )
+        if flavor is None:
+            flavor = compat.field(instance, "flavor") or instance
+        return compat.instance_amount(flavor, is_bfv=is_bfv)

@@ -95,6 +95,63 @@ def flavor_resources(flavor, is_bfv=False):
     )
 
 
+def placement_resources(flavor, is_bfv=False):
+    """What Nova 17-22 allocates in placement on the compute node's own
+    provider for one instance of ``flavor``: swap is part of DISK_GB (in
+    whole GB, rounded up), and a ``resources:<CLASS>=N`` extra spec takes
+    the place of the flavour's amount of that class (``resources:VCPU=1``
+    on a 2-vCPU flavour allocates one VCPU; an Ironic flavour sets VCPU,
+    MEMORY_MB and DISK_GB to 0).  PCPU counts as vCPU, as in the books
+    (``inventory``); numbered groups (``resourcesN:``) and the classes
+    the books have no amount for are not counted."""
+    root_gb = 0 if is_bfv else field(flavor, "root_gb", 0)
+    swap_gb = int(math.ceil(field(flavor, "swap", 0) / 1024))
+    amounts = {
+        "VCPU": field(flavor, "vcpus", 0),
+        "MEMORY_MB": field(flavor, "memory_mb", 0),
+        "DISK_GB": root_gb + field(flavor, "ephemeral_gb", 0) + swap_gb,
+    }
+    for key, value in (field(flavor, "extra_specs") or {}).items():
+        prefix, _, resource_class = key.partition(":")
+        if prefix != "resources" or not resource_class:
+            continue
+        try:
+            amounts[resource_class] = int(value)
+        except (TypeError, ValueError):
+            continue
+    if "PCPU" in amounts and "VCPU" not in _overridden(flavor):
+        amounts["VCPU"] = 0  # the flavour's vCPUs are the PCPU asked for
+    return api.Resources(
+        vcpus=amounts["VCPU"] + amounts.get("PCPU", 0),
+        memory_mb=amounts["MEMORY_MB"],
+        disk_gb=amounts["DISK_GB"],
+    )
+
+
+def _overridden(flavor):
+    return {
+        key.partition(":")[2]
+        for key in field(flavor, "extra_specs") or {}
+        if key.startswith("resources:")
+    }
+
+
+def instance_amount(flavor, is_bfv=False):
+    """What one instance of ``flavor`` holds on its node: placement's
+    allocation on Nova 17-22 (``placement_resources``), the flavour as
+    the compute node record counts it before (``flavor_resources``)."""
+    if claims_in_placement():
+        return placement_resources(flavor, is_bfv=is_bfv)
+    return flavor_resources(flavor, is_bfv=is_bfv)
+
+
+def amount_attrs():
+    """The instance fields ``instance_amount`` reads beyond an instance's
+    own columns: its flavour (extra specs, swap) where placement counts
+    them, nothing before."""
+    return ["flavor"] if claims_in_placement() else []
+
+
 def spec_resources(spec_obj):
     """What a RequestSpec asks of a host.
 

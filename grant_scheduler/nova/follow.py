@@ -40,6 +40,7 @@ from oslo_service import loopingcall
 
 from grant_scheduler import api
 from grant_scheduler.nova import claims as nova_claims
+from grant_scheduler.nova import compat
 
 LOG = logging.getLogger(__name__)
 
@@ -179,7 +180,9 @@ class GrantFollower:
         instances = {
             i.uuid: i
             for i in objects.InstanceList.get_by_filters(
-                context, {"deleted": False, "uuid": uuids}, expected_attrs=[]
+                context,
+                {"deleted": False, "uuid": uuids},
+                expected_attrs=compat.amount_attrs(),
             )
         }
         placed = []

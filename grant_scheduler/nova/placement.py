@@ -91,18 +91,29 @@ class GrantingPlacementClient:
     ):
         """Grant, then claim in placement; False (the next host) if either
         refuses, and then nothing stays granted or allocated."""
+        built = isinstance(alloc_request, candidates.BuiltRequest)
         node = self._grants.node_of(alloc_request)
-        if node is None:
-            LOG.warning(
-                "No compute node grant_scheduler knows is in the allocation "
-                "request for %s; trying the next host",
+        amount = None if node is None else (
+            granted_amount(alloc_request, node.node_uuid)
+        )
+        if amount is None or amount == api.NOTHING:
+            # NOTE(placement): nothing the books hold is asked (a node that
+            # offers none of VCPU, PCPU and MEMORY_MB, such as an Ironic
+            # node's one custom class, is not in the books): placement's
+            # claim alone decides, as for the stock scheduler.
+            LOG.debug(
+                "Nothing to grant for %s; placement's claim decides",
                 consumer_uuid,
             )
-            return False
-        amount = granted_amount(alloc_request, node.node_uuid)
+            return self._client.claim_resources(
+                context,
+                consumer_uuid,
+                alloc_request.plain() if built else alloc_request,
+                *args,
+                **kw,
+            )
         if not self._grants.grant(context, consumer_uuid, node, amount):
             return False
-        built = isinstance(alloc_request, candidates.BuiltRequest)
         try:
             claimed = self._client.claim_resources(
                 context,

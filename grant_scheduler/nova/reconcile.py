@@ -37,6 +37,7 @@ from oslo_log import log as logging
 
 from grant_scheduler import api
 from grant_scheduler.nova import claims as nova_claims
+from grant_scheduler.nova import compat
 
 LOG = logging.getLogger(__name__)
 
@@ -116,9 +117,13 @@ class NovaRecords:
     def _read_cell(self, context, hosts, running):
         # NOTE: an instance's own columns (vcpus, memory_mb, root_gb,
         # ephemeral_gb) are its current flavour's, kept by Nova through
-        # resizes, so only the migrating few are read with their flavours.
+        # resizes, so only the migrating few are read with their flavours
+        # where the columns are the amount (Nova 13-16); placement's
+        # amount needs the flavour's swap and extra specs.
         instances = objects.InstanceList.get_by_filters(
-            context, {"deleted": False, "host": hosts}, expected_attrs=[]
+            context,
+            {"deleted": False, "host": hosts},
+            expected_attrs=compat.amount_attrs(),
         )
         moving = {
             m.instance_uuid: m

@@ -16,6 +16,8 @@ operator sets them since Stein), and a flavour's amounts are its
 allocation in placement (``resources:<CLASS>=N`` overrides).
 """
 
+import sys
+import types
 import uuid
 
 from nova import context as nova_context
@@ -75,6 +77,7 @@ class Decisions:
             body = self._build_server(flavor_id=flavor_id, networks="none")
             server = self.api.post_server({"server": body})
             server = self._wait_until_built(server)
+            self.check_books()
             if server["status"] != "ACTIVE":
                 return active, server
             active.append(server)
@@ -93,6 +96,10 @@ class Decisions:
         import eventlet
 
         eventlet.sleep(0.05)
+
+    def check_books(self):
+        """After a boot: what the scheduler's own records must say (the
+        stock scheduler has none)."""
 
     def provider(self, host):
         [found] = self.placement.get(
@@ -211,6 +218,116 @@ class Decisions:
         self.assert_no_valid_host(server)
 
 
+class TwoNodeDecisions(Decisions):
+    """Scenarios on ``host1`` of two nodes beside ``host2`` of one."""
+
+    HOSTS = ("host1", "host2")
+    NODES = ("host1-a", "host1-b")
+
+    def _setup_compute_service(self):
+        compute = super()._setup_compute_service()
+        host1 = self.computes["host1"]
+        host1.driver._set_nodes(list(self.NODES))
+        host1.manager.update_available_resource(
+            nova_context.get_admin_context()
+        )
+        return compute
+
+    def test_a_forced_host_of_two_nodes_whose_service_is_disabled(self):
+        [service] = self.api.get_services(
+            binary="nova-compute", host="host1"
+        )
+        self.api.put_service(service["id"], {"status": "disabled"})
+        flavor = self.make_flavor(vcpus=1, ram=128, disk=1)
+        server = self.boot_flavor(
+            flavor, expected_state="ERROR", availability_zone="nova:host1"
+        )
+        self.assert_no_valid_host(server)
+        # Enabled again, the forced host takes it.
+        self.api.put_service(service["id"], {"status": "enabled"})
+        server = self.boot_flavor(flavor, availability_zone="nova:host1")
+        self.assertEqual("host1", server["OS-EXT-SRV-ATTR:host"])
+
+    # The one-node scenarios run in the classes of one host.
+    test_allocation_ratio_set_in_placement = None
+    test_reserved_memory_set_in_placement = None
+    test_reserved_memory_raised_in_placement = None
+    test_a_resources_override_is_what_is_taken = None
+    test_swap_is_disk_in_placement = None
+    test_a_forced_host_whose_service_is_disabled = None
+
+
+class BareMetalFakeDriver(base.DiskFakeDriver):
+    """A node as Nova 22's Ironic driver reports it: one unit of a custom
+    resource class, no VCPU, MEMORY_MB or DISK_GB, a compute node record
+    of zeros."""
+
+    vcpus = 0
+    memory_mb = 0
+    local_gb = 0
+
+    def update_provider_tree(self, provider_tree, nodename, allocations=None):
+        provider_tree.update_inventory(
+            nodename,
+            {
+                "CUSTOM_BAREMETAL_GOLD": {
+                    "total": 1,
+                    "reserved": 0,
+                    "min_unit": 1,
+                    "max_unit": 1,
+                    "step_size": 1,
+                    "allocation_ratio": 1.0,
+                }
+            },
+        )
+
+
+_BARE_METAL = types.ModuleType("nova.virt.gs_decisions_bare_metal")
+_BARE_METAL.BareMetalFakeDriver = BareMetalFakeDriver
+sys.modules[_BARE_METAL.__name__] = _BARE_METAL
+
+
+class BareMetalDecisions(Decisions):
+    """Ironic-style nodes and flavours, as Nova 17-22 schedule them."""
+
+    HOSTS = ("host1", "host2")
+    compute_driver = "gs_decisions_bare_metal.BareMetalFakeDriver"
+
+    def check_books(self):
+        """Nothing of a bare-metal node is in the books (``placement``)."""
+
+    def test_each_node_takes_one_bare_metal_server(self):
+        flavor = self.make_flavor(
+            vcpus=4,
+            ram=4096,
+            disk=100,
+            extra_specs={
+                "resources:CUSTOM_BAREMETAL_GOLD": "1",
+                "resources:VCPU": "0",
+                "resources:MEMORY_MB": "0",
+                "resources:DISK_GB": "0",
+            },
+        )
+        active, refused = self.boot_until_no_valid_host(flavor, 4)
+        self.assertEqual(
+            sorted(self.HOSTS),
+            sorted(s["OS-EXT-SRV-ATTR:host"] for s in active),
+        )
+        for server in active:
+            self.assertEqual(
+                {"CUSTOM_BAREMETAL_GOLD": 1}, self.allocated(server)
+            )
+        self.assert_no_valid_host(refused)
+
+    # The scenarios of virtual machines run in the classes above.
+    test_allocation_ratio_set_in_placement = None
+    test_reserved_memory_set_in_placement = None
+    test_reserved_memory_raised_in_placement = None
+    test_a_resources_override_is_what_is_taken = None
+    test_swap_is_disk_in_placement = None
+    test_a_forced_host_whose_service_is_disabled = None
+
+
 class _StockTestBase(integrated_helpers._IntegratedTestBase):
     """Nova's services with the stock FilterScheduler and the same
     computes as ``base.GrantsTestBase``."""
@@ -234,8 +351,47 @@ class TestStockDecisions(Decisions, _StockTestBase):
     pass
 
 
-class TestGrantsDecisions(Decisions, base.GrantsTestBase):
+class TestStockTwoNodeDecisions(TwoNodeDecisions, _StockTestBase):
+    pass
+
+
+class TestStockBareMetalDecisions(BareMetalDecisions, _StockTestBase):
+    pass
+
+
+class _GrantsBooks:
+    def check_books(self):
+        """The books, once reconciled with Nova's records as every
+        scheduler does periodically, hold on each node what placement
+        holds there, and no node is over its limit."""
+        self.reconcile()
+        for host in self.HOSTS:
+            used = self.usage()[host]
+            self.assertEqual(
+                (used.vcpus, used.memory_mb, used.disk_gb),
+                self.placement_usage(host),
+            )
+        self.assertEqual([], self.over_limit())
+
     def test_the_driver_is_grant_scheduler(self):
         self.assertEqual(
             "GrantSchedulerDriver", type(self.driver).__name__
         )
+
+
+class TestGrantsDecisions(_GrantsBooks, Decisions, base.GrantsTestBase):
+    pass
+
+
+class TestGrantsTwoNodeDecisions(
+    _GrantsBooks, TwoNodeDecisions, base.GrantsTestBase
+):
+    pass
+
+
+class TestGrantsBareMetalDecisions(BareMetalDecisions, base.GrantsTestBase):
+    def test_no_grant_is_taken_and_nothing_is_in_the_books(self):
+        self.test_each_node_takes_one_bare_metal_server()
+        self.assertEqual([], self.gs.grants())
+        self.assertEqual([], list(self.gs.hosts()))
+        self.assertEqual([], self.gs.check())

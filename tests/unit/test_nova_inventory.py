@@ -1,0 +1,205 @@
+"""Placement's inventories and allocations as grant_scheduler's amounts
+(``grant_scheduler.nova.inventory``, ``compat.placement_resources``);
+no Nova needed."""
+
+import types
+import unittest
+
+from grant_scheduler import api
+from grant_scheduler.nova import compat
+from grant_scheduler.nova import inventory
+
+
+def _inventory(total, reserved=0, ratio=1.0, max_unit=None):
+    return {
+        "total": total,
+        "reserved": reserved,
+        "allocation_ratio": ratio,
+        "min_unit": 1,
+        "max_unit": max_unit or total,
+        "step_size": 1,
+    }
+
+
+class TestCapacityFrom(unittest.TestCase):
+    def test_every_field_is_placements(self):
+        capacity = inventory.capacity_from(
+            {
+                "VCPU": _inventory(2, reserved=0, ratio=2.0),
+                "MEMORY_MB": _inventory(2560, reserved=0, ratio=1.0),
+                "DISK_GB": _inventory(20, reserved=1, ratio=1.5),
+            }
+        )
+        self.assertEqual(api.Resources(2, 2560, 20), capacity.total)
+        self.assertEqual(api.Resources(0, 0, 1), capacity.reserved)
+        self.assertEqual(
+            (2.0, 1.0, 1.5),
+            (
+                capacity.cpu_allocation_ratio,
+                capacity.ram_allocation_ratio,
+                capacity.disk_allocation_ratio,
+            ),
+        )
+        self.assertEqual(api.Resources(4, 2560, 28), capacity.limit())
+
+    def test_dedicated_cpus_are_the_vcpus(self):
+        capacity = inventory.capacity_from(
+            {"PCPU": _inventory(8, reserved=2), "MEMORY_MB": _inventory(64)}
+        )
+        self.assertEqual(api.Resources(8, 64, 0), capacity.total)
+        self.assertEqual(api.Resources(2, 0, 0), capacity.reserved)
+
+    def test_disk_from_a_sharing_provider_counts_nothing_here(self):
+        capacity = inventory.capacity_from(
+            {"VCPU": _inventory(4), "MEMORY_MB": _inventory(1024)}
+        )
+        self.assertEqual(0, capacity.total.disk_gb)
+        self.assertEqual(0, capacity.limit().disk_gb)
+
+    def test_no_inventory_is_no_capacity(self):
+        self.assertIsNone(inventory.capacity_from({}))
+        self.assertIsNone(
+            inventory.capacity_from({"CUSTOM_BAREMETAL_GOLD": _inventory(1)})
+        )
+
+
+class _Response:
+    def __init__(self, status_code, body):
+        self.status_code = status_code
+        self._body = body
+
+    def json(self):
+        return self._body
+
+
+class _Client:
+    """Answers GET as placement would, from ``providers``
+    ``{uuid: (generation, inventories)}``."""
+
+    def __init__(self, providers):
+        self.providers = providers
+        self.urls = []
+
+    def get(self, url, version=None, global_request_id=None):
+        self.urls.append(url)
+        if url == "/resource_providers":
+            return _Response(
+                200,
+                {
+                    "resource_providers": [
+                        {"uuid": uuid, "generation": generation}
+                        for uuid, (generation, _) in self.providers.items()
+                    ]
+                },
+            )
+        uuid = url.split("/")[2]
+        if uuid not in self.providers:
+            return _Response(404, {})
+        return _Response(200, {"inventories": self.providers[uuid][1]})
+
+
+class TestPlacementInventory(unittest.TestCase):
+    def setUp(self):
+        self.client = _Client(
+            {
+                "a": (1, {"VCPU": _inventory(2), "MEMORY_MB": _inventory(8)}),
+                "b": (5, {"VCPU": _inventory(4), "MEMORY_MB": _inventory(8)}),
+            }
+        )
+        self.inventory = inventory.PlacementInventory(lambda: self.client)
+
+    def test_a_node_is_read_from_its_provider(self):
+        self.assertEqual(
+            api.Resources(4, 8, 0),
+            self.inventory.capacity(None, "b").total,
+        )
+        self.assertEqual(["/resource_providers/b/inventories"], self.client.urls)
+
+    def test_a_provider_placement_does_not_have_is_no_capacity(self):
+        self.assertIsNone(self.inventory.capacity(None, "c"))
+
+    def test_only_providers_whose_generation_moved_are_changed(self):
+        self.assertEqual({"a", "b"}, self.inventory.changed(None))
+        self.assertEqual(set(), self.inventory.changed(None))
+        self.client.providers["b"] = (6, self.client.providers["b"][1])
+        self.client.providers["c"] = (0, {})
+        self.assertEqual({"b", "c"}, self.inventory.changed(None))
+
+    def test_placement_not_answering_changes_nothing(self):
+        def broken(*args, **kwargs):
+            raise OSError("placement is down")
+
+        self.client.get = broken
+        self.assertIsNone(self.inventory.changed(None))
+        self.assertIsNone(self.inventory.capacity(None, "a"))
+
+
+def _flavor(vcpus, memory_mb, root_gb, ephemeral_gb=0, swap=0, **specs):
+    return types.SimpleNamespace(
+        vcpus=vcpus,
+        memory_mb=memory_mb,
+        root_gb=root_gb,
+        ephemeral_gb=ephemeral_gb,
+        swap=swap,
+        extra_specs=specs,
+    )
+
+
+class TestPlacementResources(unittest.TestCase):
+    def test_a_plain_flavour(self):
+        self.assertEqual(
+            api.Resources(2, 512, 11),
+            compat.placement_resources(_flavor(2, 512, 10, ephemeral_gb=1)),
+        )
+
+    def test_swap_is_disk_in_whole_gb(self):
+        self.assertEqual(
+            api.Resources(1, 128, 7 + 2),
+            compat.placement_resources(_flavor(1, 128, 7, swap=1025)),
+        )
+
+    def test_a_volume_backed_server_takes_no_root_disk(self):
+        self.assertEqual(
+            api.Resources(1, 128, 1),
+            compat.placement_resources(
+                _flavor(1, 128, 10, swap=1024), is_bfv=True
+            ),
+        )
+
+    def test_an_override_takes_the_flavours_place(self):
+        flavor = _flavor(2, 512, 10, **{"resources:VCPU": "1"})
+        self.assertEqual(
+            api.Resources(1, 512, 10), compat.placement_resources(flavor)
+        )
+
+    def test_an_ironic_flavour_takes_none_of_the_three(self):
+        flavor = _flavor(
+            4,
+            4096,
+            100,
+            **{
+                "resources:CUSTOM_BAREMETAL_GOLD": "1",
+                "resources:VCPU": "0",
+                "resources:MEMORY_MB": "0",
+                "resources:DISK_GB": "0",
+            },
+        )
+        self.assertEqual(api.NOTHING, compat.placement_resources(flavor))
+
+    def test_dedicated_cpus_asked_as_pcpu(self):
+        flavor = _flavor(4, 512, 1, **{"resources:PCPU": "4"})
+        self.assertEqual(
+            api.Resources(4, 512, 1), compat.placement_resources(flavor)
+        )
+
+    def test_a_numbered_group_is_not_the_nodes(self):
+        flavor = _flavor(2, 512, 1, **{"resources1:VCPU": "1"})
+        self.assertEqual(
+            api.Resources(2, 512, 1), compat.placement_resources(flavor)
+        )
+
+    def test_without_nova_a_flavour_is_counted_as_its_record(self):
+        flavor = _flavor(2, 512, 10, swap=2048, **{"resources:VCPU": "1"})
+        self.assertEqual(
+            compat.flavor_resources(flavor), compat.instance_amount(flavor)
+        )
