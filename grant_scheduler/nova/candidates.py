@@ -241,8 +241,10 @@ class Candidates:
         except nova_exception.RequestFilterFailed as exc:
             raise nova_exception.NoValidHost(reason=exc.message) from exc
         resources = self._resources(context, spec_obj, True)
-        amounts = None if _skips_filters(spec_obj) else (
-            self._built_amounts(resources)
+        amounts = (
+            None
+            if _skips_filters(spec_obj)
+            else (self._built_amounts(resources))
         )
         if amounts is not None:
             requests = BuiltRequests(

@@ -56,7 +56,9 @@ def capacity_from(inventories):
             ratios[ratio] = 1.0
             continue
         totals[amount] = int(inventory["total"])
-        reserved[amount] = min(int(inventory.get("reserved", 0)), totals[amount])
+        reserved[amount] = min(
+            int(inventory.get("reserved", 0)), totals[amount]
+        )
         ratios[ratio] = float(inventory.get("allocation_ratio") or 1.0)
     return api.Capacity(
         total=api.Resources(**totals),
@@ -95,8 +97,7 @@ class PlacementInventory:
             )
         except Exception:  # noqa: BLE001 - the next request asks again
             LOG.warning(
-                "Could not read the inventory of provider %s from "
-                "placement",
+                "Could not read the inventory of provider %s from placement",
                 node_uuid,
                 exc_info=True,
             )

@@ -93,8 +93,10 @@ class GrantingPlacementClient:
         refuses, and then nothing stays granted or allocated."""
         built = isinstance(alloc_request, candidates.BuiltRequest)
         node = self._grants.node_of(alloc_request)
-        amount = None if node is None else (
-            granted_amount(alloc_request, node.node_uuid)
+        amount = (
+            None
+            if node is None
+            else (granted_amount(alloc_request, node.node_uuid))
         )
         if amount is None or amount == api.NOTHING:
             # NOTE(placement): nothing the books hold is asked (a node that

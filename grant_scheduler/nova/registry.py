@@ -70,7 +70,6 @@ class PlacementCapacities:
         return [h for h in host_states if h.uuid in changed]
 
 
-
 class NodeRegistry:
     """Registers Nova's compute nodes in one scheduler process."""
 
@@ -152,10 +151,15 @@ class NodeRegistry:
             )
         except api.InvalidResources as exc:
             LOG.warning(
-                "Capacity of %s/%s not updated: %s", state.host, state.node, exc
+                "Capacity of %s/%s not updated: %s",
+                state.host,
+                state.node,
+                exc,
             )
             return False
-        LOG.info("Capacity of %s/%s is now %s", state.host, state.node, capacity)
+        LOG.info(
+            "Capacity of %s/%s is now %s", state.host, state.node, capacity
+        )
         return True
 
     def sync(self, context, states, host_states):

@@ -113,7 +113,9 @@ class TestPlacementInventory(unittest.TestCase):
             api.Resources(4, 8, 0),
             self.inventory.capacity(None, "b").total,
         )
-        self.assertEqual(["/resource_providers/b/inventories"], self.client.urls)
+        self.assertEqual(
+            ["/resource_providers/b/inventories"], self.client.urls
+        )
 
     def test_a_provider_placement_does_not_have_is_no_capacity(self):
         self.assertIsNone(self.inventory.capacity(None, "c"))

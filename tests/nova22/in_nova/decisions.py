@@ -58,9 +58,7 @@ class Decisions:
             }
         )
         if extra_specs:
-            self.api.post_extra_spec(
-                flavor_id, {"extra_specs": extra_specs}
-            )
+            self.api.post_extra_spec(flavor_id, {"extra_specs": extra_specs})
         return flavor_id
 
     def boot_flavor(self, flavor_id, expected_state="ACTIVE", **extra):
@@ -207,9 +205,7 @@ class Decisions:
     def test_a_forced_host_whose_service_is_disabled(self):
         """A server forced onto a host whose compute service is disabled
         is refused (placement leaves a disabled compute out)."""
-        [service] = self.api.get_services(
-            binary="nova-compute", host="host1"
-        )
+        [service] = self.api.get_services(binary="nova-compute", host="host1")
         self.api.put_service(service["id"], {"status": "disabled"})
         flavor = self.make_flavor(vcpus=1, ram=128, disk=1)
         server = self.boot_flavor(
@@ -234,9 +230,7 @@ class TwoNodeDecisions(Decisions):
         return compute
 
     def test_a_forced_host_of_two_nodes_whose_service_is_disabled(self):
-        [service] = self.api.get_services(
-            binary="nova-compute", host="host1"
-        )
+        [service] = self.api.get_services(binary="nova-compute", host="host1")
         self.api.put_service(service["id"], {"status": "disabled"})
         flavor = self.make_flavor(vcpus=1, ram=128, disk=1)
         server = self.boot_flavor(
@@ -374,9 +368,7 @@ class _GrantsBooks:
         self.assertEqual([], self.over_limit())
 
     def test_the_driver_is_grant_scheduler(self):
-        self.assertEqual(
-            "GrantSchedulerDriver", type(self.driver).__name__
-        )
+        self.assertEqual("GrantSchedulerDriver", type(self.driver).__name__)
 
 
 class TestGrantsDecisions(_GrantsBooks, Decisions, base.GrantsTestBase):
