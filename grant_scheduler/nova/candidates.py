@@ -35,9 +35,11 @@ for it (``NodeGrants.has_room``), so a full cloud is not tried node by
 node.  Live grants do not leave a node out: the grant's own path
 withdraws those of instances Nova has given up.  A request that finds no
 host that way is decided once more by placement's candidates before
-NoValidHost is answered (``BuiltRequests.passed_over``): the books'
+NoValidHost is answered (``BuiltRequests.left_out``): the books'
 capacity of a node may be behind placement's (an allocation ratio raised
-through placement's API since the last sync).
+through placement's API since the last sync), and a node whose built
+request was refused before placement's candidates were fetched deserves
+their answer too.
 
 One difference from the manager remains: ``[scheduler]
 max_placement_results`` limits the candidates placement returns, but a
@@ -137,7 +139,7 @@ class BuiltRequests:
         self._fetched = None
         self._refused = False
         self._built = {}
-        self.passed_over = False
+        self._passed_over = False
 
     def __bool__(self):
         return True
@@ -148,7 +150,7 @@ class BuiltRequests:
             return rp_uuid in fetched
         if self._admits is None or self._admits(rp_uuid):
             return True
-        self.passed_over = True
+        self._passed_over = True
         return False
 
     def __getitem__(self, rp_uuid):
@@ -181,6 +183,12 @@ class BuiltRequests:
                 rp_uuid,
             )
         self._refused = True
+
+    @property
+    def left_out(self):
+        """True when a node was left out without placement's word: the
+        books had no room for it, or its built request was refused."""
+        return self._passed_over or self._refused
 
     def ask_placement(self):
         """From now on, placement's candidates (a request the books found

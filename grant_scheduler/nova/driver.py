@@ -391,7 +391,7 @@ class GrantSchedulerDriver:
             )
         except compat.nova_module("exception").NoValidHost:
             requests = found[0]
-            if not getattr(requests, "passed_over", False) or requests.refused:
+            if not getattr(requests, "left_out", False):
                 raise
         # NOTE(placement): the books found no room on a node placement was
         # not asked about; placement decides, as for the stock scheduler.

@@ -68,6 +68,15 @@ def granted_amount(allocation_request, node_uuid):
     )
 
 
+def _lacks_a_class(state, amount):
+    """True when ``amount`` asks an amount the node has none of."""
+    total = state.capacity.total
+    return any(
+        getattr(amount, name) > 0 and getattr(total, name) == 0
+        for name in ("vcpus", "memory_mb", "disk_gb")
+    )
+
+
 class GrantingPlacementClient:
     """Nova's placement client whose claims a grant decides first.
 
@@ -115,6 +124,11 @@ class GrantingPlacementClient:
                 **kw,
             )
         if not self._grants.grant(context, consumer_uuid, node, amount):
+            if built and _lacks_a_class(node, amount):
+                # NOTE(placement): the node has no inventory of a class the
+                # request asks (its disk is a sharing provider's): a request
+                # for its own provider is not the one placement offers.
+                alloc_request.owner.refuse(node.node_uuid)
             return False
         try:
             claimed = self._client.claim_resources(

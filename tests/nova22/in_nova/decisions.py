@@ -322,6 +322,90 @@ class BareMetalDecisions(Decisions):
     test_a_forced_host_whose_service_is_disabled = None
 
 
+class SharedDiskFakeDriver(base.DiskFakeDriver):
+    """A compute whose disk is a sharing provider's: its own provider
+    has no DISK_GB."""
+
+    def update_provider_tree(self, provider_tree, nodename, allocations=None):
+        super().update_provider_tree(provider_tree, nodename, allocations)
+        inventory = dict(provider_tree.data(nodename).inventory)
+        inventory.pop("DISK_GB", None)
+        provider_tree.update_inventory(nodename, inventory)
+
+
+_BARE_METAL.SharedDiskFakeDriver = SharedDiskFakeDriver
+
+
+class SharedDiskDecisions(Decisions):
+    """One compute taking DISK_GB from a sharing provider in its
+    aggregate."""
+
+    compute_driver = "gs_decisions_bare_metal.SharedDiskFakeDriver"
+
+    def share_disk(self, total):
+        shared = str(uuid.uuid4())
+        self.placement.post(
+            "/resource_providers",
+            {"name": "shared-disk", "uuid": shared},
+            version="1.20",
+        )
+        self.placement.put(
+            "/resource_providers/%s/inventories" % shared,
+            {
+                "resource_provider_generation": 0,
+                "inventories": {"DISK_GB": {"total": total}},
+            },
+        )
+        generation = self.placement.get(
+            "/resource_providers/%s" % shared
+        ).body["generation"]
+        self.placement.put(
+            "/resource_providers/%s/traits" % shared,
+            {
+                "resource_provider_generation": generation,
+                "traits": ["MISC_SHARES_VIA_AGGREGATE"],
+            },
+            version="1.6",
+        )
+        aggregate = str(uuid.uuid4())
+        for rp in (shared, self.provider("host1")):
+            generation = self.placement.get(
+                "/resource_providers/%s" % rp
+            ).body["generation"]
+            self.placement.put(
+                "/resource_providers/%s/aggregates" % rp,
+                {
+                    "resource_provider_generation": generation,
+                    "aggregates": [aggregate],
+                },
+                version="1.19",
+            )
+        return shared
+
+    def check_books(self):
+        """DISK_GB is not the node's: placement's usage of the node has
+        none (``_GrantsBooks`` compares the three classes)."""
+
+    def test_disk_from_a_sharing_provider(self):
+        shared = self.share_disk(25)
+        flavor = self.make_flavor(vcpus=1, ram=128, disk=10)
+        active, refused = self.boot_until_no_valid_host(flavor, 4)
+        self.assertEqual(2, len(active))
+        for server in active:
+            allocations = self._get_allocations_by_server_uuid(server["id"])
+            self.assertEqual({"DISK_GB": 10}, allocations[shared]["resources"])
+            self.assertNotIn("DISK_GB", self.allocated(server))
+        self.assert_no_valid_host(refused)
+
+    # The scenarios of local disks run in the classes above.
+    test_allocation_ratio_set_in_placement = None
+    test_reserved_memory_set_in_placement = None
+    test_reserved_memory_raised_in_placement = None
+    test_a_resources_override_is_what_is_taken = None
+    test_swap_is_disk_in_placement = None
+    test_a_forced_host_whose_service_is_disabled = None
+
+
 class _StockTestBase(integrated_helpers._IntegratedTestBase):
     """Nova's services with the stock FilterScheduler and the same
     computes as ``base.GrantsTestBase``."""
@@ -350,6 +434,10 @@ class TestStockTwoNodeDecisions(TwoNodeDecisions, _StockTestBase):
 
 
 class TestStockBareMetalDecisions(BareMetalDecisions, _StockTestBase):
+    pass
+
+
+class TestStockSharedDiskDecisions(SharedDiskDecisions, _StockTestBase):
     pass
 
 
@@ -387,3 +475,7 @@ class TestGrantsBareMetalDecisions(BareMetalDecisions, base.GrantsTestBase):
         self.assertEqual([], self.gs.grants())
         self.assertEqual([], list(self.gs.hosts()))
         self.assertEqual([], self.gs.check())
+
+
+class TestGrantsSharedDiskDecisions(SharedDiskDecisions, base.GrantsTestBase):
+    pass
