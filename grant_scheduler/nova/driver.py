@@ -378,7 +378,9 @@ class GrantSchedulerDriver:
             call["allocation_request_version"],
         )
         if self._asks_itself:
-            found = self.candidates.for_request(context, spec_obj)
+            found = self.candidates.for_request(
+                context, spec_obj, len(call["instance_uuids"] or ()) or 1
+            )
         group = compat.field(spec_obj, "instance_group")
         hosts = list(compat.field(group, "hosts", ())) if group else None
         try:

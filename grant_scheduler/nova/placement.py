@@ -116,13 +116,16 @@ class GrantingPlacementClient:
                 "Nothing to grant for %s; placement's claim decides",
                 consumer_uuid,
             )
-            return self._client.claim_resources(
+            claimed = self._client.claim_resources(
                 context,
                 consumer_uuid,
                 alloc_request.plain() if built else alloc_request,
                 *args,
                 **kw,
             )
+            if claimed and built:
+                alloc_request.owner.claimed()
+            return claimed
         if not self._grants.grant(context, consumer_uuid, node, amount):
             if built and _lacks_a_class(node, amount):
                 # NOTE(placement): the node has no inventory of a class the
@@ -145,6 +148,8 @@ class GrantingPlacementClient:
             self._grants.withdraw(consumer_uuid)
             if built:
                 alloc_request.owner.refuse(node.node_uuid)
+        elif built:
+            alloc_request.owner.claimed()
         return claimed
 
     def delete_allocation_for_instance(self, context, uuid, *args, **kw):

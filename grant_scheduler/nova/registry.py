@@ -145,9 +145,12 @@ class NodeRegistry:
         capacity = self._capacities().of_node(context, state.node_uuid)
         if capacity is None or compat.same_capacity(capacity, state.capacity):
             return False
+        return self._report(state, capacity, state.node_uuid)
+
+    def _report(self, state, capacity, node_uuid):
         try:
             self._gs().report_host(
-                state.host, state.node, capacity, node_uuid=state.node_uuid
+                state.host, state.node, capacity, node_uuid=node_uuid
             )
         except api.InvalidResources as exc:
             LOG.warning(
@@ -184,23 +187,7 @@ class NodeRegistry:
                 capacity, state.capacity
             ):
                 continue
-            try:
-                self._gs().report_host(
-                    state.host, state.node, capacity, node_uuid=host_state.uuid
-                )
-                LOG.info(
-                    "Capacity of %s/%s is now %s",
-                    state.host,
-                    state.node,
-                    capacity,
-                )
-            except api.InvalidResources as exc:
-                LOG.warning(
-                    "Capacity of %s/%s not updated: %s",
-                    state.host,
-                    state.node,
-                    exc,
-                )
+            self._report(state, capacity, host_state.uuid)
 
     def _register(self, context, host_state, capacity):
         host, node = host_state.host, host_state.nodename

@@ -20,17 +20,20 @@ import sys
 import types
 import uuid
 
+import eventlet
 from nova import context as nova_context
+from nova import exception as nova_exception
 from nova import objects
+from nova.scheduler import weights
 from nova.tests.functional import integrated_helpers
 
 from tests.nova22.in_nova import base
 
 
 class Decisions:
-    """The scenarios; mixed into a test base that starts one compute per
-    name in ``HOSTS`` with ``base.DiskFakeDriver`` (2 vCPU, 2,560 MB,
-    20 GB)."""
+    """The scenarios' helpers; mixed into a test base that starts one
+    compute per name in ``HOSTS`` with ``compute_driver`` (by default
+    ``base.DiskFakeDriver``: 2 vCPU, 2,560 MB, 20 GB)."""
 
     HOSTS = ("host1",)
 
@@ -91,8 +94,6 @@ class Decisions:
 
     @staticmethod
     def _sleep():
-        import eventlet
-
         eventlet.sleep(0.05)
 
     def check_books(self):
@@ -131,7 +132,9 @@ class Decisions:
             {}, self._get_allocations_by_server_uuid(server["id"])
         )
 
-    # -- the scenarios -------------------------------------------------------
+
+class OneNodeDecisions(Decisions):
+    """Scenarios on one node."""
 
     def test_allocation_ratio_set_in_placement(self):
         """Placement's VCPU allocation ratio 2.0 decides, not the compute
@@ -242,13 +245,123 @@ class TwoNodeDecisions(Decisions):
         server = self.boot_flavor(flavor, availability_zone="nova:host1")
         self.assertEqual("host1", server["OS-EXT-SRV-ATTR:host"])
 
-    # The one-node scenarios run in the classes of one host.
-    test_allocation_ratio_set_in_placement = None
-    test_reserved_memory_set_in_placement = None
-    test_reserved_memory_raised_in_placement = None
-    test_a_resources_override_is_what_is_taken = None
-    test_swap_is_disk_in_placement = None
-    test_a_forced_host_whose_service_is_disabled = None
+
+class GroupDecisions(Decisions):
+    """Server groups on two hosts of one node each."""
+
+    HOSTS = ("host1", "host2")
+
+    def hold_first_build(self):
+        """The first build a compute is asked for waits (as a build on
+        its way to a compute does) until the returned event is sent:
+        its instance has no host in Nova's records until then."""
+        release = eventlet.event.Event()
+        held = []
+        for compute in self.computes.values():
+            real = compute.manager.build_and_run_instance
+
+            def delayed(*args, _real=real, **kwargs):
+                if held:
+                    return _real(*args, **kwargs)
+                held.append(kwargs.get("instance"))
+
+                def later():
+                    release.wait()
+                    _real(*args, **kwargs)
+
+                eventlet.spawn_n(later)
+
+            compute.manager.build_and_run_instance = delayed
+        return release
+
+    def test_anti_affinity_before_the_first_is_on_its_host(self):
+        self.flags(max_attempts=1, group="scheduler")
+        group = self.api.post_server_groups(
+            {"name": "apart", "policy": "anti-affinity"}
+        )
+        flavor = self.make_flavor(vcpus=1, ram=128, disk=1)
+        # A server on each host: the computes' instance information now
+        # flows to the scheduler, whose HostManager then keeps the
+        # in-flight record of a chosen host between requests.
+        for host in self.HOSTS:
+            self.boot_flavor(flavor, availability_zone="nova:" + host)
+        release = self.hold_first_build()
+        servers = []
+        for _ in range(2):
+            body = self._build_server(flavor_id=flavor, networks="none")
+            servers.append(
+                self.api.post_server(
+                    {
+                        "server": body,
+                        "os:scheduler_hints": {"group": group["id"]},
+                    }
+                )
+            )
+        second = self._wait_until_built(servers[1])
+        release.send()
+        first = self._wait_until_built(servers[0])
+        self.assertEqual(
+            ("ACTIVE", "ACTIVE"),
+            (first["status"], second["status"]),
+            (first.get("fault"), second.get("fault")),
+        )
+        self.assertNotEqual(
+            first["OS-EXT-SRV-ATTR:host"], second["OS-EXT-SRV-ATTR:host"]
+        )
+
+
+class HostNameWeigher(weights.BaseHostWeigher):
+    """host1 first, then host2, then host3: a repeatable ranking."""
+
+    def _weigh_object(self, host_state, weight_properties):
+        return -int(host_state.host[len("host") :])
+
+
+class AlternateDecisions(Decisions):
+    """Alternates for a reschedule, on three hosts ranked by name."""
+
+    HOSTS = ("host1", "host2", "host3")
+
+    def _setup_services(self):
+        self.flags(
+            weight_classes=[__name__ + ".HostNameWeigher"],
+            group="filter_scheduler",
+        )
+        self.flags(max_attempts=2, group="scheduler")
+        super()._setup_services()
+
+    def hold_in_placement(self, host, resources):
+        """Allocate ``resources`` of ``host`` to a consumer that is not a
+        Nova instance."""
+        response = self.placement.put(
+            "/allocations/%s" % uuid.uuid4(),
+            {
+                "allocations": {self.provider(host): {"resources": resources}},
+                "project_id": str(uuid.uuid4()),
+                "user_id": str(uuid.uuid4()),
+                "consumer_generation": None,
+            },
+            version="1.28",
+        )
+        self.assertEqual(204, response.status)
+
+    def test_the_alternate_is_a_host_placement_has_room_on(self):
+        self.hold_in_placement("host2", {"VCPU": 2})
+        failed = []
+
+        def fail_first(instance):
+            if not failed:
+                failed.append(instance.host)
+                raise nova_exception.ComputeResourcesUnavailable(
+                    reason="the first build fails"
+                )
+
+        base.DiskFakeDriver.at_spawn = fail_first
+        self.addCleanup(setattr, base.DiskFakeDriver, "at_spawn", None)
+        flavor = self.make_flavor(vcpus=1, ram=128, disk=1)
+        server = self.boot_flavor(flavor)
+        self.assertEqual(["host1"], failed)
+        self.assertEqual("host3", server["OS-EXT-SRV-ATTR:host"])
 
 
 class BareMetalFakeDriver(base.DiskFakeDriver):
@@ -312,14 +425,6 @@ class BareMetalDecisions(Decisions):
                 {"CUSTOM_BAREMETAL_GOLD": 1}, self.allocated(server)
             )
         self.assert_no_valid_host(refused)
-
-    # The scenarios of virtual machines run in the classes above.
-    test_allocation_ratio_set_in_placement = None
-    test_reserved_memory_set_in_placement = None
-    test_reserved_memory_raised_in_placement = None
-    test_a_resources_override_is_what_is_taken = None
-    test_swap_is_disk_in_placement = None
-    test_a_forced_host_whose_service_is_disabled = None
 
 
 class SharedDiskFakeDriver(base.DiskFakeDriver):
@@ -397,14 +502,6 @@ class SharedDiskDecisions(Decisions):
             self.assertNotIn("DISK_GB", self.allocated(server))
         self.assert_no_valid_host(refused)
 
-    # The scenarios of local disks run in the classes above.
-    test_allocation_ratio_set_in_placement = None
-    test_reserved_memory_set_in_placement = None
-    test_reserved_memory_raised_in_placement = None
-    test_a_resources_override_is_what_is_taken = None
-    test_swap_is_disk_in_placement = None
-    test_a_forced_host_whose_service_is_disabled = None
-
 
 class _StockTestBase(integrated_helpers._IntegratedTestBase):
     """Nova's services with the stock FilterScheduler and the same
@@ -425,7 +522,7 @@ class _StockTestBase(integrated_helpers._IntegratedTestBase):
         return self.computes[self.HOSTS[0]]
 
 
-class TestStockDecisions(Decisions, _StockTestBase):
+class TestStockDecisions(OneNodeDecisions, _StockTestBase):
     pass
 
 
@@ -434,6 +531,14 @@ class TestStockTwoNodeDecisions(TwoNodeDecisions, _StockTestBase):
 
 
 class TestStockBareMetalDecisions(BareMetalDecisions, _StockTestBase):
+    pass
+
+
+class TestStockGroupDecisions(GroupDecisions, _StockTestBase):
+    pass
+
+
+class TestStockAlternateDecisions(AlternateDecisions, _StockTestBase):
     pass
 
 
@@ -459,7 +564,7 @@ class _GrantsBooks:
         self.assertEqual("GrantSchedulerDriver", type(self.driver).__name__)
 
 
-class TestGrantsDecisions(_GrantsBooks, Decisions, base.GrantsTestBase):
+class TestGrantsDecisions(_GrantsBooks, OneNodeDecisions, base.GrantsTestBase):
     pass
 
 
@@ -478,4 +583,12 @@ class TestGrantsBareMetalDecisions(BareMetalDecisions, base.GrantsTestBase):
 
 
 class TestGrantsSharedDiskDecisions(SharedDiskDecisions, base.GrantsTestBase):
+    pass
+
+
+class TestGrantsGroupDecisions(GroupDecisions, base.GrantsTestBase):
+    pass
+
+
+class TestGrantsAlternateDecisions(AlternateDecisions, base.GrantsTestBase):
     pass
