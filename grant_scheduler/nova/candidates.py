@@ -168,6 +168,18 @@ class BuiltRequests:
             self._alternates[rp_uuid] = bool(self._has_room(rp_uuid))
         return self._alternates[rp_uuid]
 
+    def offers(self, rp_uuid):
+        """Whether the node is among the providers placement would offer
+        for the request: its candidates once fetched, else every node
+        the books have room on."""
+        fetched = self._candidates()
+        if fetched is not None:
+            return rp_uuid in fetched
+        if self._admits is None or self._admits(rp_uuid):
+            return True
+        self._passed_over = True
+        return False
+
     def claimed(self):
         """One instance of the request was claimed on a built request:
         once all are, the nodes asked about are alternates."""

@@ -36,6 +36,7 @@ Only imported when Nova 17-22 is.
 """
 
 import dataclasses
+import threading
 
 from nova import exception as nova_exception
 from nova import rpc
@@ -305,6 +306,7 @@ class GrantingFilterScheduler(filter_scheduler.FilterScheduler):
         )
         self._grants = grants
         self._registry = registry
+        self._local = threading.local()
 
     @property
     def grants(self):
@@ -312,6 +314,9 @@ class GrantingFilterScheduler(filter_scheduler.FilterScheduler):
         return self._grants
 
     def _schedule(self, context, spec_obj, *args, **kwargs):
+        # NOTE(nova): every release's _schedule takes instance_uuids, then
+        # alloc_reqs_by_rp_uuid; _get_all_host_states is not given them.
+        self._local.requests = args[1] if len(args) > 1 else None
         try:
             return super()._schedule(context, spec_obj, *args, **kwargs)
         except nova_exception.NoValidHost as exc:
@@ -319,14 +324,24 @@ class GrantingFilterScheduler(filter_scheduler.FilterScheduler):
             if rejected_by is None:
                 raise
             raise NoValidHost(rejected_by, exc) from exc
+        finally:
+            self._local.requests = None
 
     def _get_all_host_states(self, context, spec_obj, provider_summaries):
         """Nova's HostStates; a node grant_scheduler has not seen yet is
-        registered first, so its grant can be decided."""
+        registered first, so its grant can be decided.
+
+        With built requests, only the nodes placement would have offered
+        (``BuiltRequests.offers``) are filtered and weighed, as the
+        manager's provider summaries limit the stock scheduler's: Nova's
+        weighers normalise over the hosts they are given."""
         host_states = list(
             super()._get_all_host_states(context, spec_obj, provider_summaries)
         )
         self._registry.register_unknown(
             context, self._grants.known(), host_states
         )
+        requests = getattr(self._local, "requests", None)
+        if isinstance(requests, candidates.BuiltRequests):
+            host_states = [h for h in host_states if requests.offers(h.uuid)]
         return host_states

@@ -172,6 +172,38 @@ class TestMoves(BooksTestBase):
         self.assertEqual({}, self.claimed(source))
         self.assert_books_agree()
 
+    def test_live_migration_after_a_reverted_resize(self):
+        # The instance keeps the reverted flavour in new_flavor; while it
+        # is live-migrated, the target holds its current flavour.
+        bigger = self._create_flavor(**BIGGER)
+        server = self.boot_and_agree()
+        server = self._resize_server(server, bigger)
+        server = self._revert_resize(server)
+        self.reconcile()
+        self.assert_books_agree()
+        during = []
+        real = base.DiskFakeDriver.live_migration
+
+        def reconciled_midway(driver, context, instance, dest, *args, **kw):
+            self.reconcile()
+            during.append(
+                {
+                    h: (self.books_usage(h), self.placement_usage(h))
+                    for h in self.HOSTS
+                }
+            )
+            return real(driver, context, instance, dest, *args, **kw)
+
+        with mock.patch.object(
+            base.DiskFakeDriver, "live_migration", reconciled_midway
+        ):
+            self._live_migrate(server)
+        [usages] = during
+        for host, (books, placement) in usages.items():
+            self.assertEqual(placement, books, host)
+        self.reconcile()
+        self.assert_books_agree()
+
     def test_shelve_offload_and_unshelve(self):
         self.flags(shelved_offload_time=0)
         server = self.boot_and_agree()
