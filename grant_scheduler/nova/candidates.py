@@ -75,9 +75,6 @@ _DISABLED_TRAIT = "!COMPUTE_STATUS_DISABLED"
 _CONSUMER_GENERATION_VERSION = "1.28"
 _ALLOCATIONS_BY_PROVIDER_VERSION = "1.12"
 
-# The first microversion of GET /resource_providers with ``resources``.
-_RESOURCES_FILTER_VERSION = "1.4"
-
 
 def driver_asks():
     """True where the driver can ask for candidates itself (Nova 18-22:
@@ -127,26 +124,19 @@ class BuiltRequests:
     manager's dict: ``in``, ``[uuid]`` and, for the chosen hosts, ``get``.
     """
 
-    def __init__(self, amounts, fetch, admits=None, has_room=None, claims=1):
+    def __init__(self, amounts, fetch, admits=None):
         """
         :param amounts: ``{resource class: amount}`` of one instance.
         :param fetch: ``f()`` giving placement's candidates by provider
             uuid (empty when there are none).
         :param admits: ``f(rp_uuid)``, False for a node known to have no
-            room (as placement leaves out a full provider); every node is
-            admitted when None.
-        :param has_room: ``f(rp_uuid)``, placement's word on whether a
-            node has room for one instance now: asked of each alternate
-            (a node offered once every instance of the request is
-            claimed), which no claim checks before the conductor uses it.
-        :param claims: the instances of the request.
+            room (as placement leaves out a full provider: the books'
+            usage and what placement holds there for consumers the books
+            do not know); every node is admitted when None.
         """
         self._amounts = dict(amounts)
         self._fetch = fetch
         self._admits = admits
-        self._has_room = has_room
-        self._claims_left = claims
-        self._alternates = {}
         self._fetched = None
         self._refused = False
         self._built = {}
@@ -156,34 +146,7 @@ class BuiltRequests:
         return True
 
     def __contains__(self, rp_uuid):
-        fetched = self._candidates()
-        if fetched is not None:
-            return rp_uuid in fetched
-        if self._admits is not None and not self._admits(rp_uuid):
-            self._passed_over = True
-            return False
-        if self._claims_left > 0 or self._has_room is None:
-            return True
-        if rp_uuid not in self._alternates:
-            self._alternates[rp_uuid] = bool(self._has_room(rp_uuid))
-        return self._alternates[rp_uuid]
-
-    def offers(self, rp_uuid):
-        """Whether the node is among the providers placement would offer
-        for the request: its candidates once fetched, else every node
-        the books have room on."""
-        fetched = self._candidates()
-        if fetched is not None:
-            return rp_uuid in fetched
-        if self._admits is None or self._admits(rp_uuid):
-            return True
-        self._passed_over = True
-        return False
-
-    def claimed(self):
-        """One instance of the request was claimed on a built request:
-        once all are, the nodes asked about are alternates."""
-        self._claims_left -= 1
+        return self.offers(rp_uuid)
 
     def __getitem__(self, rp_uuid):
         fetched = self._candidates()
@@ -200,6 +163,18 @@ class BuiltRequests:
         if rp_uuid in self._built:
             return [self._built[rp_uuid]]
         return default
+
+    def offers(self, rp_uuid):
+        """Whether the node is among the providers placement would offer
+        for the request: its candidates once fetched, else every node
+        the books have room on."""
+        fetched = self._candidates()
+        if fetched is not None:
+            return rp_uuid in fetched
+        if self._admits is None or self._admits(rp_uuid):
+            return True
+        self._passed_over = True
+        return False
 
     @property
     def refused(self):
@@ -267,11 +242,9 @@ class Candidates:
             scheduler_utils.resources_from_request_spec
         ).parameters
 
-    def for_request(self, context, spec_obj, instances=1):
+    def for_request(self, context, spec_obj):
         """``(alloc_reqs_by_rp_uuid, provider_summaries, version)`` for
         Nova's FilterScheduler, as the manager finds them.
-
-        :param instances: how many instances the request places.
 
         :raises NoValidHost: Nova's, when a request filter fails or
             placement has no candidate.
@@ -293,10 +266,6 @@ class Candidates:
                 amounts,
                 lambda: self._fetch(context, spec_obj, resources, True)[0],
                 self._admits(amounts),
-                lambda rp_uuid: self._placement_has_room(
-                    context, rp_uuid, amounts
-                ),
-                instances,
             )
             return requests, None, self._version
         alloc_reqs, summaries, version = self._fetch(
@@ -320,36 +289,6 @@ class Candidates:
             disk_gb=amounts.get("DISK_GB", 0),
         )
         return lambda rp_uuid: self._room(rp_uuid, amount)
-
-    def _placement_has_room(self, context, rp_uuid, amounts):
-        """Whether placement has room for ``amounts`` on the provider
-        now (``GET /resource_providers?uuid=&resources=``, which checks
-        capacity, ``max_unit`` and usage as a candidates query does);
-        False when placement does not answer."""
-        query = parse.urlencode(
-            {
-                "uuid": rp_uuid,
-                "resources": ",".join(
-                    "%s:%d" % item for item in sorted(amounts.items())
-                ),
-            }
-        )
-        try:
-            response = self._client.get(
-                "/resource_providers?" + query,
-                version=_RESOURCES_FILTER_VERSION,
-                global_request_id=getattr(context, "global_id", None),
-            )
-        except Exception:  # noqa: BLE001 - an alternate is only a spare
-            LOG.warning(
-                "Could not ask placement about provider %s",
-                rp_uuid,
-                exc_info=True,
-            )
-            return False
-        if response is None or response.status_code != 200:
-            return False
-        return bool(response.json().get("resource_providers"))
 
     def _resources(self, context, spec_obj, translate):
         """Nova's ``ResourceRequest`` of the spec, on any of 18-22."""

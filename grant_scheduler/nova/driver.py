@@ -307,6 +307,7 @@ class GrantSchedulerDriver:
                     self._lazy.get,
                     self._grant_follower(),
                     self.registry.refresh,
+                    lambda uuid: self.capacities().others(uuid),
                 ),
                 self.registry,
             )
@@ -378,9 +379,7 @@ class GrantSchedulerDriver:
             call["allocation_request_version"],
         )
         if self._asks_itself:
-            found = self.candidates.for_request(
-                context, spec_obj, len(call["instance_uuids"] or ()) or 1
-            )
+            found = self.candidates.for_request(context, spec_obj)
         group = compat.field(spec_obj, "instance_group")
         hosts = list(compat.field(group, "hosts", ())) if group else None
         try:

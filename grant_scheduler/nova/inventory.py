@@ -15,7 +15,11 @@ How current it is kept (``NodeRegistry.sync``, every
 ``[scheduler] periodic_task_interval``): one ``GET /resource_providers``
 lists every provider's generation; only the providers whose generation
 moved since the last sync (an inventory or an allocation changed there)
-are read again, one ``GET .../inventories`` each.  A node whose grant is
+are read again, one ``GET .../inventories`` and one ``GET .../usages``
+each.  The usages tell what placement holds on a node beyond the books'
+claims and live grants (consumers that are not Nova instances the books
+follow): the driver counts it, in memory, when it decides which nodes
+have room (``PlacementCapacities.others``).  A node whose grant is
 refused is read again at once (``NodeGrants.grant``), so a capacity
 raised in placement is seen by the next request that meets it.
 """
@@ -105,6 +109,29 @@ class PlacementInventory:
         if found is None:
             return None
         return capacity_from(found.get("inventories") or {})
+
+    def usage(self, context, node_uuid):
+        """What placement holds on the node's provider now, as
+        ``Resources`` (VCPU and PCPU as vCPU), or None."""
+        try:
+            found = self._get(
+                context, "/resource_providers/%s/usages" % node_uuid
+            )
+        except Exception:  # noqa: BLE001 - the next sync asks again
+            LOG.warning(
+                "Could not read the usages of provider %s from placement",
+                node_uuid,
+                exc_info=True,
+            )
+            return None
+        if found is None:
+            return None
+        usages = found.get("usages") or {}
+        return api.Resources(
+            vcpus=usages.get("VCPU", 0) + usages.get("PCPU", 0),
+            memory_mb=usages.get("MEMORY_MB", 0),
+            disk_gb=usages.get("DISK_GB", 0),
+        )
 
     def changed(self, context):
         """The uuids of the providers whose generation moved since the

@@ -117,16 +117,13 @@ class GrantingPlacementClient:
                 "Nothing to grant for %s; placement's claim decides",
                 consumer_uuid,
             )
-            claimed = self._client.claim_resources(
+            return self._client.claim_resources(
                 context,
                 consumer_uuid,
                 alloc_request.plain() if built else alloc_request,
                 *args,
                 **kw,
             )
-            if claimed and built:
-                alloc_request.owner.claimed()
-            return claimed
         if not self._grants.grant(context, consumer_uuid, node, amount):
             if built and _lacks_a_class(node, amount):
                 # NOTE(placement): the node has no inventory of a class the
@@ -149,8 +146,6 @@ class GrantingPlacementClient:
             self._grants.withdraw(consumer_uuid)
             if built:
                 alloc_request.owner.refuse(node.node_uuid)
-        elif built:
-            alloc_request.owner.claimed()
         return claimed
 
     def delete_allocation_for_instance(self, context, uuid, *args, **kw):
@@ -165,16 +160,19 @@ class GrantingPlacementClient:
 class NodeGrants:
     """Grants on the node Nova's FilterScheduler chose, for one process."""
 
-    def __init__(self, grant_scheduler, follower, refresh=None):
+    def __init__(self, grant_scheduler, follower, refresh=None, others=None):
         """
         :param grant_scheduler: ``f()`` giving the ``GrantScheduler``.
         :param follower: ``follow.GrantFollower``.
         :param refresh: ``f(context, state)``, True when it reported a
             node's capacity that had changed (``NodeRegistry.refresh``).
+        :param others: ``f(node_uuid)``, what placement holds on a node
+            beyond the books (``PlacementCapacities.others``).
         """
         self._gs = grant_scheduler
         self._follower = follower
         self._refresh = refresh
+        self._others = others
         self._by_uuid = {}
 
     def known(self):
@@ -201,13 +199,19 @@ class NodeGrants:
 
     def has_room(self, node_uuid, amount):
         """False when the node's usage in the books, as of the last
-        ``known``, leaves no room for ``amount`` (live grants aside: a
-        grant of an instance Nova gave up is withdrawn on the grant's
+        ``known``, with what placement holds there beyond the books as of
+        the last look, leaves no room for ``amount`` (live grants aside:
+        a grant of an instance Nova gave up is withdrawn on the grant's
         path); True for a node not known."""
         state = self._by_uuid.get(node_uuid)
         if state is None:
             return True
-        return dataclasses.replace(state, granted=api.NOTHING).fits(amount)
+        others = (
+            api.NOTHING if self._others is None else self._others(node_uuid)
+        )
+        return dataclasses.replace(
+            state, used=state.used + others, granted=api.NOTHING
+        ).fits(amount)
 
     def grant(self, context, instance_uuid, node, amount):
         """Take a grant for ``instance_uuid`` on ``node``; False if it

@@ -13,7 +13,8 @@ Where a node's capacity comes from depends on the release:
 
 * Nova 17-22 (``PlacementCapacities``): the node's provider inventory in
   placement (``inventory``), which decides there; a node placement has
-  no inventory for is not registered yet.
+  no inventory for is not registered yet.  What placement holds there
+  beyond the books (``others``) is noted at each look.
 * Nova 13-16 (``RecordCapacities``): Nova's compute node record, its
   reserved share taken from Nova's ``reserved_host_*`` options.
 """
@@ -42,6 +43,13 @@ class RecordCapacities:
         """The nodes whose capacity ``sync`` compares: every one."""
         return host_states
 
+    def others(self, node_uuid):
+        """Nothing: the books are the only record before placement."""
+        return api.NOTHING
+
+    def look_again(self, context, state):
+        """Nothing to look at."""
+
     def of_node(self, context, node_uuid):
         """None: a record is read with every node's, at ``sync``."""
         return None
@@ -53,6 +61,27 @@ class PlacementCapacities:
     def __init__(self, inventory):
         """:param inventory: ``inventory.PlacementInventory``."""
         self._inventory = inventory
+        self._others = {}
+
+    def others(self, node_uuid):
+        """What placement held on the node at the last look beyond the
+        books' usage and live grants (``api.NOTHING`` if nothing)."""
+        return self._others.get(node_uuid, api.NOTHING)
+
+    def look_again(self, context, state):
+        """Note what placement holds on ``state``'s node now that the
+        books do not (a consumer that is no instance the books follow)."""
+        usage = self._inventory.usage(context, state.node_uuid)
+        if usage is None:
+            return
+        beyond = usage - state.used - state.granted
+        others = api.Resources(
+            **{name: max(0, value) for name, value in beyond.as_dict().items()}
+        )
+        if others == api.NOTHING:
+            self._others.pop(state.node_uuid, None)
+        else:
+            self._others[state.node_uuid] = others
 
     def of(self, context, host_state):
         return self.of_node(context, host_state.uuid)
@@ -142,7 +171,9 @@ class NodeRegistry:
 
         :param state: grant_scheduler's ``HostState`` of the node.
         """
-        capacity = self._capacities().of_node(context, state.node_uuid)
+        capacities = self._capacities()
+        capacities.look_again(context, state)
+        capacity = capacities.of_node(context, state.node_uuid)
         if capacity is None or compat.same_capacity(capacity, state.capacity):
             return False
         return self._report(state, capacity, state.node_uuid)
@@ -172,16 +203,18 @@ class NodeRegistry:
         """
         by_key = {(s.host, s.node): s for s in states}
         self._refused.clear()
-        self.register_unknown(
+        if self.register_unknown(
             context,
             {key: s.node_uuid for key, s in by_key.items()},
             host_states,
-        )
+        ):
+            by_key = {(s.host, s.node): s for s in self._gs().view().states()}
         capacities = self._capacities()
         for host_state in capacities.to_check(context, host_states):
             state = by_key.get((host_state.host, host_state.nodename))
             if state is None or host_state.uuid is None:
                 continue
+            capacities.look_again(context, state)
             capacity = capacities.of(context, host_state)
             if capacity is None or compat.same_capacity(
                 capacity, state.capacity

@@ -8,6 +8,7 @@ import unittest
 from grant_scheduler import api
 from grant_scheduler.nova import compat
 from grant_scheduler.nova import inventory
+from grant_scheduler.nova import registry
 
 
 def _inventory(total, reserved=0, ratio=1.0, max_unit=None):
@@ -78,6 +79,7 @@ class _Client:
 
     def __init__(self, providers):
         self.providers = providers
+        self.usages = {}
         self.urls = []
 
     def get(self, url, version=None, global_request_id=None):
@@ -95,6 +97,8 @@ class _Client:
         uuid = url.split("/")[2]
         if uuid not in self.providers:
             return _Response(404, {})
+        if url.endswith("/usages"):
+            return _Response(200, {"usages": self.usages.get(uuid, {})})
         return _Response(200, {"inventories": self.providers[uuid][1]})
 
 
@@ -134,6 +138,49 @@ class TestPlacementInventory(unittest.TestCase):
         self.client.get = broken
         self.assertIsNone(self.inventory.changed(None))
         self.assertIsNone(self.inventory.capacity(None, "a"))
+
+
+class TestOthers(unittest.TestCase):
+    """What placement holds beyond the books' usage and live grants."""
+
+    def setUp(self):
+        self.client = _Client(
+            {"a": (1, {"VCPU": _inventory(4), "MEMORY_MB": _inventory(64)})}
+        )
+        self.capacities = registry.PlacementCapacities(
+            inventory.PlacementInventory(lambda: self.client)
+        )
+        self.state = types.SimpleNamespace(
+            node_uuid="a",
+            used=api.Resources(1, 8, 0),
+            granted=api.Resources(1, 8, 0),
+        )
+
+    def test_a_consumer_the_books_do_not_know(self):
+        self.client.usages["a"] = {"VCPU": 4, "MEMORY_MB": 16, "PCPU": 0}
+        self.capacities.look_again(None, self.state)
+        self.assertEqual(api.Resources(2, 0, 0), self.capacities.others("a"))
+
+    def test_nothing_beyond_the_books_forgets_what_was(self):
+        self.client.usages["a"] = {"VCPU": 4, "MEMORY_MB": 16}
+        self.capacities.look_again(None, self.state)
+        # The other consumer is gone; a grant not yet in placement makes
+        # placement hold less than the books: nothing beyond them.
+        self.client.usages["a"] = {"VCPU": 1, "MEMORY_MB": 8}
+        self.capacities.look_again(None, self.state)
+        self.assertEqual(api.NOTHING, self.capacities.others("a"))
+
+    def test_placement_not_answering_keeps_what_was_seen(self):
+        self.client.usages["a"] = {"VCPU": 3, "MEMORY_MB": 16}
+        self.capacities.look_again(None, self.state)
+        del self.client.providers["a"]
+        self.capacities.look_again(None, self.state)
+        self.assertEqual(api.Resources(1, 0, 0), self.capacities.others("a"))
+
+    def test_before_placement_there_is_nothing_beyond_the_books(self):
+        records = registry.RecordCapacities(lambda: api.NOTHING)
+        records.look_again(None, self.state)
+        self.assertEqual(api.NOTHING, records.others("a"))
 
 
 def _flavor(vcpus, memory_mb, root_gb, ephemeral_gb=0, swap=0, **specs):

@@ -100,6 +100,14 @@ class Decisions:
         """After a boot: what the scheduler's own records must say (the
         stock scheduler has none)."""
 
+    def run_periodic_tasks(self):
+        """The scheduler service's periodic tasks, as it runs them every
+        ``[scheduler] periodic_task_interval``."""
+        self.scheduler.manager.periodic_tasks(nova_context.get_admin_context())
+        stop = getattr(self.scheduler.manager.driver, "stop", None)
+        if stop is not None:
+            self.addCleanup(stop)
+
     def provider(self, host):
         [found] = self.placement.get(
             "/resource_providers?name=%s" % host
@@ -347,6 +355,7 @@ class AlternateDecisions(Decisions):
 
     def test_the_alternate_is_a_host_placement_has_room_on(self):
         self.hold_in_placement("host2", {"VCPU": 2})
+        self.run_periodic_tasks()
         failed = []
 
         def fail_first(instance):
