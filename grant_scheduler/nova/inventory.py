@@ -20,8 +20,9 @@ each.  The usages tell what placement holds on a node beyond the books'
 claims and live grants (consumers that are not Nova instances the books
 follow): the driver counts it, in memory, when it decides which nodes
 have room (``PlacementCapacities.others``).  A node whose grant is
-refused is read again at once (``NodeGrants.grant``), so a capacity
-raised in placement is seen by the next request that meets it.
+refused has its inventory read again (``NodeRegistry.refresh``, at most
+every ten seconds: most refusals are lost races), so a capacity raised
+in placement is seen by the next request that meets it.
 """
 
 from oslo_log import log as logging

@@ -19,6 +19,8 @@ Where a node's capacity comes from depends on the release:
   reserved share taken from Nova's ``reserved_host_*`` options.
 """
 
+import time
+
 from oslo_log import log as logging
 
 from grant_scheduler import api
@@ -27,6 +29,9 @@ from grant_scheduler.nova import compat
 LOG = logging.getLogger(__name__)
 
 _UNKNOWN = object()
+
+# Seconds between two reads of one node's inventory on refused grants.
+_REFRESH_EVERY = 10.0
 
 
 class RecordCapacities:
@@ -114,6 +119,7 @@ class NodeRegistry:
         self._capacities = capacities
         self._host_manager = host_manager
         self._refused = {}  # (host, node) -> capacity that was refused
+        self._refreshed = {}  # node uuid -> time.monotonic() of a refresh
         self.registered = 0
 
     def register_unknown(self, context, known, host_states):
@@ -171,9 +177,17 @@ class NodeRegistry:
 
         :param state: grant_scheduler's ``HostState`` of the node.
         """
-        capacities = self._capacities()
-        capacities.look_again(context, state)
-        capacity = capacities.of_node(context, state.node_uuid)
+        # NOTE(placement): most refused grants lost a race for the node's
+        # last room; placement is read again for a node at most every
+        # _REFRESH_EVERY seconds, so that contention does not become
+        # placement requests.
+        now = time.monotonic()
+        if now - self._refreshed.get(state.node_uuid, -_REFRESH_EVERY) < (
+            _REFRESH_EVERY
+        ):
+            return False
+        self._refreshed[state.node_uuid] = now
+        capacity = self._capacities().of_node(context, state.node_uuid)
         if capacity is None or compat.same_capacity(capacity, state.capacity):
             return False
         return self._report(state, capacity, state.node_uuid)
