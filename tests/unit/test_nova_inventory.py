@@ -4,6 +4,7 @@ no Nova needed."""
 
 import types
 import unittest
+from unittest import mock
 
 from grant_scheduler import api
 from grant_scheduler.nova import compat
@@ -247,8 +248,18 @@ class TestPlacementResources(unittest.TestCase):
             api.Resources(2, 512, 1), compat.placement_resources(flavor)
         )
 
-    def test_without_nova_a_flavour_is_counted_as_its_record(self):
+    def test_before_placement_a_flavour_is_counted_as_its_record(self):
         flavor = _flavor(2, 512, 10, swap=2048, **{"resources:VCPU": "1"})
-        self.assertEqual(
-            compat.flavor_resources(flavor), compat.instance_amount(flavor)
-        )
+        with mock.patch.object(compat, "claims_in_placement", lambda: False):
+            self.assertEqual(
+                api.Resources(2, 512, 10), compat.instance_amount(flavor)
+            )
+            self.assertEqual([], compat.amount_attrs())
+
+    def test_with_placement_a_flavour_is_counted_as_placement_counts_it(self):
+        flavor = _flavor(2, 512, 10, swap=2048, **{"resources:VCPU": "1"})
+        with mock.patch.object(compat, "claims_in_placement", lambda: True):
+            self.assertEqual(
+                api.Resources(1, 512, 12), compat.instance_amount(flavor)
+            )
+            self.assertEqual(["flavor"], compat.amount_attrs())
