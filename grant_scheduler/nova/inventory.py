@@ -93,20 +93,27 @@ class PlacementInventory:
             return None
         return response.json()
 
-    def capacity(self, context, node_uuid):
-        """The node's ``Capacity`` in placement now, or None (no provider,
-        no inventory, or placement did not answer)."""
+    def _read(self, context, node_uuid, what):
+        """``GET /resource_providers/{node_uuid}/{what}``'s body, or None
+        (no such provider, or placement did not answer: the next look
+        asks again)."""
         try:
-            found = self._get(
-                context, "/resource_providers/%s/inventories" % node_uuid
+            return self._get(
+                context, "/resource_providers/%s/%s" % (node_uuid, what)
             )
-        except Exception:  # noqa: BLE001 - the next request asks again
+        except Exception:  # noqa: BLE001 - logged; the caller goes on
             LOG.warning(
-                "Could not read the inventory of provider %s from placement",
+                "Could not read the %s of provider %s from placement",
+                what,
                 node_uuid,
                 exc_info=True,
             )
             return None
+
+    def capacity(self, context, node_uuid):
+        """The node's ``Capacity`` in placement now, or None (no provider,
+        no inventory, or placement did not answer)."""
+        found = self._read(context, node_uuid, "inventories")
         if found is None:
             return None
         return capacity_from(found.get("inventories") or {})
@@ -114,17 +121,7 @@ class PlacementInventory:
     def usage(self, context, node_uuid):
         """What placement holds on the node's provider now, as
         ``Resources`` (VCPU and PCPU as vCPU), or None."""
-        try:
-            found = self._get(
-                context, "/resource_providers/%s/usages" % node_uuid
-            )
-        except Exception:  # noqa: BLE001 - the next sync asks again
-            LOG.warning(
-                "Could not read the usages of provider %s from placement",
-                node_uuid,
-                exc_info=True,
-            )
-            return None
+        found = self._read(context, node_uuid, "usages")
         if found is None:
             return None
         usages = found.get("usages") or {}

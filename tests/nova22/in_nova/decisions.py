@@ -133,6 +133,18 @@ class Decisions:
         provider = self.provider(server["OS-EXT-SRV-ATTR:host"])
         return allocations[provider]["resources"]
 
+    def refuse_forced_onto_disabled_host1(self):
+        """Disable host1's compute service and force a server onto host1:
+        NoValidHost.  Returns the service and the flavour."""
+        [service] = self.api.get_services(binary="nova-compute", host="host1")
+        self.api.put_service(service["id"], {"status": "disabled"})
+        flavor = self.make_flavor(vcpus=1, ram=128, disk=1)
+        server = self.boot_flavor(
+            flavor, expected_state="ERROR", availability_zone="nova:host1"
+        )
+        self.assert_no_valid_host(server)
+        return service, flavor
+
     def assert_no_valid_host(self, server):
         self.assertEqual("ERROR", server["status"])
         self.assertIn("No valid host", server["fault"]["message"])
@@ -216,13 +228,7 @@ class OneNodeDecisions(Decisions):
     def test_a_forced_host_whose_service_is_disabled(self):
         """A server forced onto a host whose compute service is disabled
         is refused (placement leaves a disabled compute out)."""
-        [service] = self.api.get_services(binary="nova-compute", host="host1")
-        self.api.put_service(service["id"], {"status": "disabled"})
-        flavor = self.make_flavor(vcpus=1, ram=128, disk=1)
-        server = self.boot_flavor(
-            flavor, expected_state="ERROR", availability_zone="nova:host1"
-        )
-        self.assert_no_valid_host(server)
+        self.refuse_forced_onto_disabled_host1()
 
 
 class TwoNodeDecisions(Decisions):
@@ -241,13 +247,7 @@ class TwoNodeDecisions(Decisions):
         return compute
 
     def test_a_forced_host_of_two_nodes_whose_service_is_disabled(self):
-        [service] = self.api.get_services(binary="nova-compute", host="host1")
-        self.api.put_service(service["id"], {"status": "disabled"})
-        flavor = self.make_flavor(vcpus=1, ram=128, disk=1)
-        server = self.boot_flavor(
-            flavor, expected_state="ERROR", availability_zone="nova:host1"
-        )
-        self.assert_no_valid_host(server)
+        service, flavor = self.refuse_forced_onto_disabled_host1()
         # Enabled again, the forced host takes it.
         self.api.put_service(service["id"], {"status": "enabled"})
         server = self.boot_flavor(flavor, availability_zone="nova:host1")
