@@ -1,0 +1,396 @@
+"""Request shapes decided by a release's stock FilterScheduler and by
+grant_scheduler, side by side (``tests/nova22/in_nova/decisions.py`` on
+Nova 22, ``tests/nova_releases/decisions.py`` on 18-21).
+
+Each scenario is written once and run twice: by a ``TestStock*`` class
+with Nova's own ``filter_scheduler`` and by a ``TestGrants*`` class with
+``[scheduler] driver = grant_scheduler``, every option at its default.
+The assertions are what the stock scheduler does (its class passing
+shows it), so grant_scheduler passing the same assertions is deciding as
+stock decides: the same servers ACTIVE, on the same hosts, the same
+NoValidHost, the same allocations in placement.
+
+The inventory a node offers is placement's in every scenario (an
+allocation ratio or a reserved amount set through placement's API, as an
+operator sets them since Stein), and a flavour's amounts are its
+allocation in placement (``resources:<CLASS>=N`` overrides).
+
+A test class mixes one of these with a base of its release that starts
+one compute per name in ``HOSTS`` (``compute_driver``, by default
+``in_nova.DiskFakeDriver``: 2 vCPU, 2,560 MB, 20 GB), and gives
+``placement_client``, ``scheduler`` and ``computes``.
+"""
+
+import uuid
+
+import eventlet
+from nova import conf as nova_conf
+from nova import context as nova_context
+from nova import exception as nova_exception
+from nova import objects
+from nova.scheduler import weights
+
+from grant_scheduler.nova import compat
+from tests.nova_shared import in_nova
+
+CONF = nova_conf.CONF
+RELEASE = compat.release()
+# The fake image service's first image, in every release.
+IMAGE = "155d900f-4e14-4e4c-a73d-069cbf4541e6"
+
+
+class Decisions:
+    """The scenarios' helpers; mixed into a test base that starts one
+    compute per name in ``HOSTS`` with ``compute_driver`` (by default
+    ``in_nova.DiskFakeDriver``: 2 vCPU, 2,560 MB, 20 GB)."""
+
+    HOSTS = ("host1",)
+
+    def setUp(self):
+        # NOTE: the computes' first report puts these ratios into
+        # placement and their compute node records (Nova's own initial
+        # ratios are 16.0 and 1.5): one vCPU, one MB, one GB each.  Nova
+        # 18 has no initial ratios: its computes report the ratios.
+        for name in ("cpu", "ram", "disk"):
+            option = "initial_%s_allocation_ratio" % name
+            if option not in CONF:
+                option = "%s_allocation_ratio" % name
+            self.flags(**{option: 1.0})
+        super().setUp()
+
+    # -- helpers -----------------------------------------------------------
+
+    def make_flavor(self, vcpus, ram, disk, extra_specs=None):
+        flavor_id = str(uuid.uuid4())
+        self.admin.post_flavor(
+            {
+                "flavor": {
+                    "name": "decide-" + flavor_id[:8],
+                    "id": flavor_id,
+                    "ram": ram,
+                    "vcpus": vcpus,
+                    "disk": disk,
+                }
+            }
+        )
+        if extra_specs:
+            self.admin.post_extra_spec(flavor_id, {"extra_specs": extra_specs})
+        return flavor_id
+
+    @property
+    def admin(self):
+        """The release's admin API client."""
+        return getattr(self, "admin_api", None) or self.api
+
+    def server_body(self, flavor_id, **extra):
+        body = {
+            "name": "decide-" + uuid.uuid4().hex[:8],
+            "imageRef": IMAGE,
+            "flavorRef": flavor_id,
+            "networks": "none",
+        }
+        body.update(extra)
+        return body
+
+    def boot_flavor(self, flavor_id, expected_state="ACTIVE", **extra):
+        server = self.admin.post_server(
+            {"server": self.server_body(flavor_id, **extra)}
+        )
+        server = self._wait_until_built(server)
+        self.assertEqual(expected_state, server["status"], server.get("fault"))
+        return server
+
+    def boot_until_no_valid_host(self, flavor_id, most):
+        """Boot ``flavor_id`` servers one after another until one ends in
+        ERROR (at most ``most``); the ACTIVE ones and the failed one."""
+        active = []
+        for _ in range(most):
+            server = self.admin.post_server(
+                {"server": self.server_body(flavor_id)}
+            )
+            server = self._wait_until_built(server)
+            self.check_books()
+            if server["status"] != "ACTIVE":
+                return active, server
+            active.append(server)
+        self.fail("%d servers booted, none refused" % most)
+
+    def _wait_until_built(self, server):
+        for _ in range(200):
+            server = self.admin.get_server(server["id"])
+            if server["status"] in ("ACTIVE", "ERROR") and (
+                server.get("OS-EXT-STS:task_state") is None
+            ):
+                return server
+            self._sleep()
+        self.fail("server %s never left BUILD" % server["id"])
+
+    @staticmethod
+    def _sleep():
+        eventlet.sleep(0.05)
+
+    def check_books(self):
+        """After a boot: what the scheduler's own records must say (the
+        stock scheduler has none)."""
+
+    def run_periodic_tasks(self):
+        """The scheduler service's periodic tasks, as it runs them every
+        ``[scheduler] periodic_task_interval``."""
+        self.scheduler.manager.periodic_tasks(nova_context.get_admin_context())
+        stop = getattr(self.scheduler.manager.driver, "stop", None)
+        if stop is not None:
+            self.addCleanup(stop)
+
+    def provider(self, host):
+        [found] = self.placement_client.get(
+            "/resource_providers?name=%s" % host
+        ).body["resource_providers"]
+        return found["uuid"]
+
+    def set_inventory(self, host, resource_class, **fields):
+        """Change ``host``'s inventory of one class in placement, as an
+        operator does through placement's API."""
+        rp = self.provider(host)
+        url = "/resource_providers/%s/inventories/%s" % (rp, resource_class)
+        inventory = self.placement_client.get(url).body
+        inventory.update(fields)
+        inventory["resource_provider_generation"] = self.placement_client.get(
+            "/resource_providers/%s" % rp
+        ).body["generation"]
+        self.assertEqual(200, self.placement_client.put(url, inventory).status)
+
+    def allocated(self, server):
+        """``{class: amount}`` placement holds for ``server`` on its host's
+        provider."""
+        allocations = self._get_allocations_by_server_uuid(server["id"])
+        provider = self.provider(server["OS-EXT-SRV-ATTR:host"])
+        return allocations[provider]["resources"]
+
+    def refuse_forced_onto_disabled_host1(self):
+        """Disable host1's compute service and force a server onto host1:
+        NoValidHost.  Returns the service and the flavour."""
+        [service] = self.admin.get_services(
+            binary="nova-compute", host="host1"
+        )
+        self.admin.put_service(service["id"], {"status": "disabled"})
+        flavor = self.make_flavor(vcpus=1, ram=128, disk=1)
+        server = self.boot_flavor(
+            flavor, expected_state="ERROR", availability_zone="nova:host1"
+        )
+        self.assert_no_valid_host(server)
+        return service, flavor
+
+    def assert_no_valid_host(self, server):
+        self.assertEqual("ERROR", server["status"])
+        self.assertIn("No valid host", server["fault"]["message"])
+        self.assertEqual(
+            {}, self._get_allocations_by_server_uuid(server["id"])
+        )
+
+
+class OneNodeDecisions(Decisions):
+    """Scenarios on one node."""
+
+    def test_allocation_ratio_set_in_placement(self):
+        """Placement's VCPU allocation ratio 2.0 decides, not the compute
+        node record's 1.0: a 2-vCPU node takes four 1-vCPU servers."""
+        flavor = self.make_flavor(vcpus=1, ram=128, disk=1)
+        first = self.boot_flavor(flavor)
+        # Raised once the node is known and holds a server.
+        self.set_inventory("host1", "VCPU", allocation_ratio=2.0)
+        node = objects.ComputeNode.get_first_node_by_host_for_old_compat(
+            nova_context.get_admin_context(), "host1"
+        )
+        self.assertEqual(1.0, node.cpu_allocation_ratio)
+        active, refused = self.boot_until_no_valid_host(flavor, 6)
+        self.assertEqual(4, len([first] + active))
+        self.assert_no_valid_host(refused)
+
+    def test_reserved_memory_set_in_placement(self):
+        """Placement's MEMORY_MB reserved amount decides, not the
+        scheduler's own ``reserved_host_memory_mb``: with nothing reserved
+        a 2,560 MB node takes two 1,280 MB servers."""
+        self.set_inventory("host1", "MEMORY_MB", reserved=0)
+        flavor = self.make_flavor(vcpus=1, ram=1280, disk=1)
+        active, refused = self.boot_until_no_valid_host(flavor, 4)
+        self.assertEqual(2, len(active))
+        self.assert_no_valid_host(refused)
+
+    def test_reserved_memory_raised_in_placement(self):
+        """A reserved amount raised in placement once the node holds a
+        server: the 2,560 MB node keeps its one 1,280 MB server and takes
+        no second."""
+        flavor = self.make_flavor(vcpus=1, ram=1280, disk=1)
+        self.set_inventory("host1", "MEMORY_MB", reserved=0)
+        self.boot_flavor(flavor)
+        self.set_inventory("host1", "MEMORY_MB", reserved=1024)
+        refused = self.boot_flavor(flavor, expected_state="ERROR")
+        self.assert_no_valid_host(refused)
+
+    def test_a_resources_override_is_what_is_taken(self):
+        """``resources:VCPU=1`` on a 2-vCPU flavour allocates one VCPU, so
+        a 2-vCPU node takes two of them."""
+        flavor = self.make_flavor(
+            vcpus=2, ram=128, disk=1, extra_specs={"resources:VCPU": "1"}
+        )
+        active, refused = self.boot_until_no_valid_host(flavor, 4)
+        self.assertEqual(2, len(active))
+        for server in active:
+            self.assertEqual(1, self.allocated(server)["VCPU"])
+        self.assert_no_valid_host(refused)
+
+    def test_swap_is_disk_in_placement(self):
+        """A flavour's swap is part of its DISK_GB allocation: 20 GB of
+        disk takes one server of 7 GB root and 7,168 MB swap, not two."""
+        flavor_id = str(uuid.uuid4())
+        self.admin.post_flavor(
+            {
+                "flavor": {
+                    "name": "swap-" + flavor_id[:8],
+                    "id": flavor_id,
+                    "ram": 128,
+                    "vcpus": 1,
+                    "disk": 7,
+                    "swap": 7168,
+                }
+            }
+        )
+        active, refused = self.boot_until_no_valid_host(flavor_id, 3)
+        self.assertEqual(1, len(active))
+        self.assertEqual(14, self.allocated(active[0])["DISK_GB"])
+        self.assert_no_valid_host(refused)
+
+    def test_a_forced_host_whose_service_is_disabled(self):
+        """A server forced onto a host whose compute service is disabled
+        is refused from Nova 20 on (placement leaves a disabled compute
+        out); Nova 18 and 19 build it there (no filter runs for a forced
+        host)."""
+        if RELEASE is not None and RELEASE < 20:
+            [service] = self.admin.get_services(
+                binary="nova-compute", host="host1"
+            )
+            self.admin.put_service(service["id"], {"status": "disabled"})
+            flavor = self.make_flavor(vcpus=1, ram=128, disk=1)
+            server = self.boot_flavor(flavor, availability_zone="nova:host1")
+            self.assertEqual("host1", server["OS-EXT-SRV-ATTR:host"])
+            return
+        self.refuse_forced_onto_disabled_host1()
+
+
+class GroupDecisions(Decisions):
+    """Server groups on two hosts of one node each."""
+
+    HOSTS = ("host1", "host2")
+
+    def hold_first_build(self):
+        """The first build a compute is asked for waits (as a build on
+        its way to a compute does) until the returned event is sent:
+        its instance has no host in Nova's records until then."""
+        release = eventlet.event.Event()
+        held = []
+        for compute in self.computes.values():
+            real = compute.manager.build_and_run_instance
+
+            def delayed(*args, _real=real, **kwargs):
+                if held:
+                    return _real(*args, **kwargs)
+                held.append(kwargs.get("instance"))
+
+                def later():
+                    release.wait()
+                    _real(*args, **kwargs)
+
+                eventlet.spawn_n(later)
+
+            compute.manager.build_and_run_instance = delayed
+        return release
+
+    def test_anti_affinity_before_the_first_is_on_its_host(self):
+        self.flags(max_attempts=1, group="scheduler")
+        group = self.api.post_server_groups(
+            {"name": "apart", "policy": "anti-affinity"}
+        )
+        flavor = self.make_flavor(vcpus=1, ram=128, disk=1)
+        # A server on each host: the computes' instance information now
+        # flows to the scheduler, whose HostManager then keeps the
+        # in-flight record of a chosen host between requests.
+        for host in self.HOSTS:
+            self.boot_flavor(flavor, availability_zone="nova:" + host)
+        release = self.hold_first_build()
+        servers = []
+        for _ in range(2):
+            body = self.server_body(flavor)
+            servers.append(
+                self.admin.post_server(
+                    {
+                        "server": body,
+                        "os:scheduler_hints": {"group": group["id"]},
+                    }
+                )
+            )
+        second = self._wait_until_built(servers[1])
+        release.send()
+        first = self._wait_until_built(servers[0])
+        self.assertEqual(
+            ("ACTIVE", "ACTIVE"),
+            (first["status"], second["status"]),
+            (first.get("fault"), second.get("fault")),
+        )
+        self.assertNotEqual(
+            first["OS-EXT-SRV-ATTR:host"], second["OS-EXT-SRV-ATTR:host"]
+        )
+
+
+class HostNameWeigher(weights.BaseHostWeigher):
+    """host1 first, then host2, then host3: a repeatable ranking."""
+
+    def _weigh_object(self, host_state, weight_properties):
+        return -int(host_state.host[len("host") :])
+
+
+class AlternateDecisions(Decisions):
+    """Alternates for a reschedule, on three hosts ranked by name."""
+
+    HOSTS = ("host1", "host2", "host3")
+
+    def setUp(self):
+        self.flags(
+            weight_classes=[__name__ + ".HostNameWeigher"],
+            group="filter_scheduler",
+        )
+        self.flags(max_attempts=2, group="scheduler")
+        super().setUp()
+
+    def hold_in_placement(self, host, resources):
+        """Allocate ``resources`` of ``host`` to a consumer that is not a
+        Nova instance."""
+        response = self.placement_client.put(
+            "/allocations/%s" % uuid.uuid4(),
+            {
+                "allocations": {self.provider(host): {"resources": resources}},
+                "project_id": str(uuid.uuid4()),
+                "user_id": str(uuid.uuid4()),
+                "consumer_generation": None,
+            },
+            version="1.28",
+        )
+        self.assertEqual(204, response.status)
+
+    def test_the_alternate_is_a_host_placement_has_room_on(self):
+        self.hold_in_placement("host2", {"VCPU": 2})
+        self.run_periodic_tasks()
+        failed = []
+
+        def fail_first(instance):
+            if not failed:
+                failed.append(instance.host)
+                raise nova_exception.ComputeResourcesUnavailable(
+                    reason="the first build fails"
+                )
+
+        in_nova.DiskFakeDriver.at_spawn = fail_first
+        self.addCleanup(setattr, in_nova.DiskFakeDriver, "at_spawn", None)
+        flavor = self.make_flavor(vcpus=1, ram=128, disk=1)
+        server = self.boot_flavor(flavor)
+        self.assertEqual(["host1"], failed)
+        self.assertEqual("host3", server["OS-EXT-SRV-ATTR:host"])
