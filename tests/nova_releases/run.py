@@ -16,7 +16,15 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PACKAGE = "tests.nova_releases"
-MODULES = ("manager", "boot", "build_hook", "books", "lifecycle", "candidates")
+MODULES = (
+    "manager",
+    "boot",
+    "build_hook",
+    "books",
+    "lifecycle",
+    "candidates",
+    "decisions",
+)
 TIMEOUT = 900
 TAIL = 30000
 
