@@ -58,3 +58,13 @@ class TestGrantsAlternateDecisions(
     decisions.AlternateDecisions, base.GrantsTestBase
 ):
     pass
+
+
+class TestStockWeighingDecisions(decisions.WeighingDecisions, _StockTestBase):
+    pass
+
+
+class TestGrantsWeighingDecisions(
+    decisions.WeighingDecisions, base.GrantsTestBase
+):
+    pass

@@ -400,6 +400,51 @@ class AlternateDecisions(Decisions):
         self.assertEqual("host3", server["OS-EXT-SRV-ATTR:host"])
 
 
+class Host1Weigher(weights.BaseHostWeigher):
+    """host1 1, every other host 0, at 0.38 of RAMWeigher's weight."""
+
+    def weight_multiplier(self, *args, **kwargs):
+        return 0.38
+
+    def _weigh_object(self, host_state, weight_properties):
+        return 1.0 if host_state.host == "host1" else 0.0
+
+
+class WeighingDecisions(Decisions):
+    """Nova's weighers normalise over the hosts they are given: a host
+    placement leaves out (no room) must not be among them."""
+
+    HOSTS = ("host1", "host2", "host3")
+
+    def setUp(self):
+        self.flags(
+            weight_classes=[
+                "nova.scheduler.weights.ram.RAMWeigher",
+                __name__ + ".Host1Weigher",
+            ],
+            group="filter_scheduler",
+        )
+        super().setUp()
+
+    def test_a_full_host_does_not_shift_the_weights(self):
+        # Free RAM: host1 512 MB, host2 1,024 MB, host3 1,920 MB but no
+        # vCPU left, so placement leaves host3 out.  RAMWeigher divides by
+        # the largest free RAM it is given: over host1 and host2 it gives
+        # 0.5 and 1.0, and with Host1Weigher's 0.38 host2 wins (1.0 to
+        # 0.88); were host3 weighed too, host1 would (0.65 to 0.53).
+        for host, ram, count in (
+            ("host1", 1536, 1),
+            ("host2", 1024, 1),
+            ("host3", 64, 2),
+        ):
+            flavor = self.make_flavor(vcpus=1, ram=ram, disk=1)
+            for _ in range(count):
+                self.boot_flavor(flavor, availability_zone="nova:" + host)
+        flavor = self.make_flavor(vcpus=1, ram=128, disk=1)
+        server = self.boot_flavor(flavor)
+        self.assertEqual("host2", server["OS-EXT-SRV-ATTR:host"])
+
+
 class GrantsBooks:
     """Mixed into a ``TestGrants*`` class: the books checked after each
     boot."""
