@@ -41,9 +41,11 @@ through placement's API since the last sync), and a node whose built
 request was refused before placement's candidates were fetched deserves
 their answer too.
 
-One difference from the manager remains: ``[scheduler]
-max_placement_results`` limits the candidates placement returns, but a
-built request considers every node Nova's HostManager reads.
+``[scheduler] max_placement_results`` limits the candidates placement
+returns; with built requests the driver filters and weighs a random
+sample of that many of the nodes with room
+(``placement.GrantingFilterScheduler``), a set placement could have
+returned, though Nova's HostManager still reads every node.
 """
 
 import collections

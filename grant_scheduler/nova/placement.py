@@ -36,8 +36,10 @@ Only imported when Nova 17-22 is.
 """
 
 import dataclasses
+import random
 import threading
 
+from nova import conf as nova_conf
 from nova import exception as nova_exception
 from nova import rpc
 from nova import servicegroup
@@ -336,7 +338,8 @@ class GrantingFilterScheduler(filter_scheduler.FilterScheduler):
         registered first, so its grant can be decided.
 
         With built requests, only the nodes placement would have offered
-        (``BuiltRequests.offers``) are filtered and weighed, as the
+        (``BuiltRequests.offers``), at most ``[scheduler]
+        max_placement_results`` of them, are filtered and weighed, as the
         manager's provider summaries limit the stock scheduler's: Nova's
         weighers normalise over the hosts they are given."""
         host_states = list(
@@ -348,4 +351,11 @@ class GrantingFilterScheduler(filter_scheduler.FilterScheduler):
         requests = getattr(self._local, "requests", None)
         if isinstance(requests, candidates.BuiltRequests):
             host_states = [h for h in host_states if requests.offers(h.uuid)]
+            # NOTE(placement): placement returns at most this many
+            # candidates, in an order of its own (a set's in some
+            # releases, shuffled with randomize_allocation_candidates):
+            # a random sample is a set of nodes it could have returned.
+            limit = nova_conf.CONF.scheduler.max_placement_results
+            if len(host_states) > limit:
+                host_states = random.sample(host_states, limit)
         return host_states

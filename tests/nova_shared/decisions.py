@@ -380,9 +380,19 @@ class AlternateDecisions(Decisions):
         )
         self.assertEqual(204, response.status)
 
-    def test_the_alternate_is_a_host_placement_has_room_on(self):
-        self.hold_in_placement("host2", {"VCPU": 2})
-        self.run_periodic_tasks()
+    def test_one_placement_result_leaves_no_alternate(self):
+        """With ``[scheduler] max_placement_results = 1`` a request sees
+        one host and has no alternate: a failed build is not
+        rescheduled."""
+        self.flags(max_placement_results=1, group="scheduler")
+        self.fail_first_build()
+        flavor = self.make_flavor(vcpus=1, ram=128, disk=1)
+        server = self.boot_flavor(flavor, expected_state="ERROR")
+        self.assertIsNone(server["OS-EXT-SRV-ATTR:host"])
+
+    def fail_first_build(self):
+        """The first spawn fails as a compute out of room fails it; the
+        hosts it failed on."""
         failed = []
 
         def fail_first(instance):
@@ -394,6 +404,12 @@ class AlternateDecisions(Decisions):
 
         in_nova.DiskFakeDriver.at_spawn = fail_first
         self.addCleanup(setattr, in_nova.DiskFakeDriver, "at_spawn", None)
+        return failed
+
+    def test_the_alternate_is_a_host_placement_has_room_on(self):
+        self.hold_in_placement("host2", {"VCPU": 2})
+        self.run_periodic_tasks()
+        failed = self.fail_first_build()
         flavor = self.make_flavor(vcpus=1, ram=128, disk=1)
         server = self.boot_flavor(flavor)
         self.assertEqual(["host1"], failed)
