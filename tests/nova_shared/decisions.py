@@ -21,6 +21,7 @@ one compute per name in ``HOSTS`` (``compute_driver``, by default
 ``placement_client``, ``scheduler`` and ``computes``.
 """
 
+import time
 import uuid
 
 import eventlet
@@ -119,15 +120,16 @@ class Decisions:
             active.append(server)
         self.fail("%d servers booted, none refused" % most)
 
-    def _wait_until_built(self, server):
-        for _ in range(200):
+    def _wait_until_built(self, server, timeout=90):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
             server = self.admin.get_server(server["id"])
             if server["status"] in ("ACTIVE", "ERROR") and (
                 server.get("OS-EXT-STS:task_state") is None
             ):
                 return server
             self._sleep()
-        self.fail("server %s never left BUILD" % server["id"])
+        self.fail("server %s never left BUILD: %s" % (server["id"], server))
 
     @staticmethod
     def _sleep():
@@ -286,19 +288,18 @@ class GroupDecisions(Decisions):
 
     HOSTS = ("host1", "host2")
 
-    def hold_first_build(self):
-        """The first build a compute is asked for waits (as a build on
-        its way to a compute does) until the returned event is sent:
-        its instance has no host in Nova's records until then."""
+    def hold_build(self, name):
+        """The build of the server named ``name`` waits (as a build on
+        its way to a compute does) until the returned event is sent: its
+        instance has no host in Nova's records until then."""
         release = eventlet.event.Event()
-        held = []
         for compute in self.computes.values():
             real = compute.manager.build_and_run_instance
 
             def delayed(*args, _real=real, **kwargs):
-                if held:
+                instance = kwargs.get("instance")
+                if getattr(instance, "display_name", None) != name:
                     return _real(*args, **kwargs)
-                held.append(kwargs.get("instance"))
 
                 def later():
                     release.wait()
@@ -320,10 +321,10 @@ class GroupDecisions(Decisions):
         # in-flight record of a chosen host between requests.
         for host in self.HOSTS:
             self.boot_flavor(flavor, availability_zone="nova:" + host)
-        release = self.hold_first_build()
+        first_body = self.server_body(flavor)
+        release = self.hold_build(first_body["name"])
         servers = []
-        for _ in range(2):
-            body = self.server_body(flavor)
+        for body in (first_body, self.server_body(flavor)):
             servers.append(
                 self.admin.post_server(
                     {

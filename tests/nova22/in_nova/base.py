@@ -32,10 +32,9 @@ SLOTS_PER_HOST = shared.SLOTS_PER_HOST
 COMPUTE_DRIVER = shared.register_test_drivers(TEST_DRIVERS)
 
 
-class GrantsTestBase(
-    shared.GrantsHelpers, integrated_helpers._IntegratedTestBase
-):
-    """Nova's services with the grant_scheduler driver and N computes."""
+class NovaTestBase(integrated_helpers._IntegratedTestBase):
+    """Nova's services with its configured scheduler and one compute
+    with ``compute_driver`` per name in ``HOSTS``."""
 
     ADMIN_API = True
     microversion = "latest"
@@ -43,16 +42,11 @@ class GrantsTestBase(
     compute_driver = COMPUTE_DRIVER
 
     def _setup_services(self):
-        gs_conf.register_opts(CONF)
-        self.gs_db = self.useFixture(gs_base.DatabaseFixture("mysql"))
-        self.flags(connection=self.gs_db.url, group="grant_scheduler_database")
-        self.flags(driver="grant_scheduler", group="scheduler")
         self.flags(compute_driver=self.compute_driver)
         # NOTE: Nova looks for api-paste.ini beside dist-packages; Debian
         # ships it in /etc/nova.
         self.flags(api_paste_config="/etc/nova/api-paste.ini", group="wsgi")
         super()._setup_services()
-        self.flavor_id = self._create_flavor(**FLAVOR)
 
     def _setup_compute_service(self):
         for host in self.HOSTS:
@@ -62,6 +56,21 @@ class GrantsTestBase(
     @property
     def placement_client(self):
         return self.placement
+
+
+class GrantsTestBase(shared.GrantsHelpers, NovaTestBase):
+    """Nova's services with the grant_scheduler driver and N computes."""
+
+    # NOTE: GrantsHelpers, first in the order, declares it abstract.
+    placement_client = NovaTestBase.placement_client
+
+    def _setup_services(self):
+        gs_conf.register_opts(CONF)
+        self.gs_db = self.useFixture(gs_base.DatabaseFixture("mysql"))
+        self.flags(connection=self.gs_db.url, group="grant_scheduler_database")
+        self.flags(driver="grant_scheduler", group="scheduler")
+        super()._setup_services()
+        self.flavor_id = self._create_flavor(**FLAVOR)
 
     def post_server(self, **extra):
         body = self._build_server(flavor_id=self.flavor_id, networks="none")

@@ -9,7 +9,6 @@ import types
 import uuid
 
 from nova import context as nova_context
-from nova.tests.functional import integrated_helpers
 
 from tests.nova22.in_nova import base
 from tests.nova_shared import decisions
@@ -179,27 +178,9 @@ class SharedDiskDecisions(Decisions):
         self.assert_no_valid_host(refused)
 
 
-class _StockTestBase(integrated_helpers._IntegratedTestBase):
+class _StockTestBase(base.NovaTestBase):
     """Nova's services with the stock FilterScheduler and the same
     computes as ``base.GrantsTestBase``."""
-
-    ADMIN_API = True
-    microversion = "latest"
-    compute_driver = base.COMPUTE_DRIVER
-
-    def _setup_services(self):
-        self.flags(compute_driver=self.compute_driver)
-        self.flags(api_paste_config="/etc/nova/api-paste.ini", group="wsgi")
-        super()._setup_services()
-
-    def _setup_compute_service(self):
-        for host in self.HOSTS:
-            self._start_compute(host)
-        return self.computes[self.HOSTS[0]]
-
-    @property
-    def placement_client(self):
-        return self.placement
 
 
 class TestStockDecisions(decisions.OneNodeDecisions, _StockTestBase):
