@@ -382,7 +382,8 @@ class GrantSchedulerDriver:
             found = self.candidates.for_request(context, spec_obj)
         group = compat.field(spec_obj, "instance_group")
         hosts = list(compat.field(group, "hosts", ())) if group else None
-        try:
+
+        def select():
             return self.filter_scheduler.select_destinations(
                 context,
                 spec_obj,
@@ -390,6 +391,9 @@ class GrantSchedulerDriver:
                 *found,
                 bool(call["return_alternates"]),
             )
+
+        try:
+            return select()
         except compat.nova_module("exception").NoValidHost:
             requests = found[0]
             if not getattr(requests, "left_out", False):
@@ -400,13 +404,7 @@ class GrantSchedulerDriver:
         if group is not None:
             group.hosts = hosts
             group.obj_reset_changes(["hosts"])
-        return self.filter_scheduler.select_destinations(
-            context,
-            spec_obj,
-            call["instance_uuids"],
-            *found,
-            bool(call["return_alternates"]),
-        )
+        return select()
 
     @property
     def candidates(self):
