@@ -217,7 +217,7 @@ def current_usage(host_state, reserved=api.NOTHING):
     """What a HostState counts as used now, including what this very
     request has consumed from it (``consume_from_request`` lowers free
     RAM and free disk), less the host's reserved share."""
-    return _not_below_zero(
+    return not_below_zero(
         api.Resources(
             vcpus=host_state.vcpus_used,
             memory_mb=host_state.total_usable_ram_mb - host_state.free_ram_mb,
@@ -228,7 +228,8 @@ def current_usage(host_state, reserved=api.NOTHING):
     )
 
 
-def _not_below_zero(amount):
+def not_below_zero(amount):
+    """``amount`` with every negative amount raised to 0."""
     return api.Resources(**{n: max(0, v) for n, v in amount.as_dict().items()})
 
 

@@ -73,10 +73,10 @@ def granted_amount(allocation_request, node_uuid):
 
 def _lacks_a_class(state, amount):
     """True when ``amount`` asks an amount the node has none of."""
-    total = state.capacity.total
+    total = state.capacity.total.as_dict()
     return any(
-        getattr(amount, name) > 0 and getattr(total, name) == 0
-        for name in ("vcpus", "memory_mb", "disk_gb")
+        asked > 0 and total[name] == 0
+        for name, asked in amount.as_dict().items()
     )
 
 

@@ -79,10 +79,7 @@ class PlacementCapacities:
         usage = self._inventory.usage(context, state.node_uuid)
         if usage is None:
             return
-        beyond = usage - state.used - state.granted
-        others = api.Resources(
-            **{name: max(0, value) for name, value in beyond.as_dict().items()}
-        )
+        others = compat.not_below_zero(usage - state.used - state.granted)
         if others == api.NOTHING:
             self._others.pop(state.node_uuid, None)
         else:
