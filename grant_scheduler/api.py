@@ -64,6 +64,7 @@ from grant_scheduler.db import store as gs_store
 from grant_scheduler.resources import NOTHING
 from grant_scheduler.resources import Capacity
 from grant_scheduler.resources import HostState
+from grant_scheduler.resources import Inventory
 from grant_scheduler.resources import Resources
 from grant_scheduler.settings import Settings
 
@@ -84,6 +85,7 @@ __all__ = [
     "InvalidRevision",
     "InvalidSettings",
     "InvariantViolated",
+    "Inventory",
     "MigrationLocked",
     "NOTHING",
     "NoValidHost",
@@ -154,13 +156,6 @@ def schema_head():
     return migration.head_revision()
 
 
-_RATIOS = (
-    "cpu_allocation_ratio",
-    "ram_allocation_ratio",
-    "disk_allocation_ratio",
-)
-
-
 def _translating(method):
     """Translate database errors into the project's exceptions (once)."""
 
@@ -193,12 +188,12 @@ def _capacity(capacity):
         raise exception.InvalidResources(
             name="capacity", value=capacity, reason="it must be a Capacity"
         )
-    total = validate.resources_object(capacity.total, "total", True)
-    reserved = validate.resources_object(capacity.reserved, "reserved", True)
-    ratios = {
-        name: validate.ratio(name, getattr(capacity, name)) for name in _RATIOS
-    }
-    return Capacity(total=total, reserved=reserved, **ratios)
+    return Capacity.of(
+        {
+            name: validate.inventory(name, inventory)
+            for name, inventory in capacity.inventories.items()
+        }
+    )
 
 
 class GrantScheduler:
@@ -424,8 +419,10 @@ class GrantScheduler:
     # -- scheduler side --------------------------------------------------
 
     @_edge
-    def schedule(self, vcpus, memory_mb, disk_gb, view=None, **kwargs):
-        """Place a request of 1..N instances; see ``Request.build``.
+    def schedule(self, vcpus=0, memory_mb=0, disk_gb=0, view=None, **kwargs):
+        """Place a request of 1..N instances; see ``Request.build``
+        (``resources=Resources(...)`` asks for any resource class, an
+        Ironic node's ``CUSTOM_BAREMETAL_GOLD=1`` for one).
 
         :param view: this request's ``View`` from ``self.view()`` (with a
             ``Ranker`` of one's own); by default one with the default
@@ -450,9 +447,7 @@ class GrantScheduler:
         """
         resources = validate.resources_object(resources, "resources")
         request = Request.build(
-            resources.vcpus,
-            resources.memory_mb,
-            resources.disk_gb,
+            resources=resources,
             instance_uuids=[validate.instance_uuid(instance_uuid)],
             request_id=request_id,
         )

@@ -16,7 +16,6 @@ I4 (no leak)
 
 import dataclasses
 
-from grant_scheduler.resources import DIMENSIONS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,7 +39,7 @@ def _node_violations(report):
     found = []
 
     def add(invariant, detail, name, *amounts):
-        values = tuple(getattr(amount, name) for amount in amounts)
+        values = tuple(amount[name] for amount in amounts)
         found.append(
             Violation(
                 invariant, state.host, state.node, detail % ((name,) + values)
@@ -60,8 +59,10 @@ def _node_violations(report):
         for name in amount.negative():
             add("I1", "%s " + what + " is %d", name, amount)
     accounted = report.claimed + report.external
-    for name in DIMENSIONS:
-        if getattr(state.used, name) != getattr(accounted, name):
+    classes = set(state.used) | set(state.granted) | set(accounted)
+    classes |= set(report.live_grants)
+    for name in sorted(classes):
+        if state.used[name] != accounted[name]:
             add(
                 "I4",
                 "%s used %d but claimed instances sum to %d (+ %d not "
@@ -71,7 +72,7 @@ def _node_violations(report):
                 report.claimed,
                 report.external,
             )
-        if getattr(state.granted, name) != getattr(report.live_grants, name):
+        if state.granted[name] != report.live_grants[name]:
             add(
                 "I4",
                 "%s granted %d but live grant rows sum to %d",

@@ -62,9 +62,9 @@ class Request:
     @classmethod
     def build(
         cls,
-        vcpus,
-        memory_mb,
-        disk_gb,
+        vcpus=0,
+        memory_mb=0,
+        disk_gb=0,
         num_instances=None,
         instance_uuids=None,
         request_id=None,
@@ -72,13 +72,27 @@ class Request:
         force_hosts=(),
         force_nodes=(),
         num_alternates=0,
+        resources=None,
     ):
         """Validate user input into a ``Request``.
 
-        :raises InvalidResources: an amount is not a positive integer.
+        :param resources: a ``Resources`` of any classes, in place of the
+            three standard amounts.
+        :raises InvalidResources: an amount is not an integer from 0 up,
+            a class is not named as placement names them, or nothing at
+            all is asked for.
         :raises InvalidRequest: a count, uuid, name or list is wrong.
         """
-        amount = validate.resources(vcpus, memory_mb, disk_gb)
+        if resources is None:
+            amount = validate.resources(vcpus, memory_mb, disk_gb)
+        elif vcpus or memory_mb or disk_gb:
+            raise exception.InvalidResources(
+                name="resources",
+                value=resources,
+                reason="give resources or the three amounts, not both",
+            )
+        else:
+            amount = validate.resources_object(resources, "resources")
         if num_instances is not None:
             validate.count("num_instances", num_instances, minimum=1)
         if instance_uuids is None:

@@ -12,7 +12,9 @@ import unicodedata
 import uuid
 
 from grant_scheduler import exception
+from grant_scheduler.resources import CLASS_NAME
 from grant_scheduler.resources import MAX_AMOUNT
+from grant_scheduler.resources import Inventory
 from grant_scheduler.resources import Resources
 
 NAME_LENGTH = 255
@@ -37,19 +39,47 @@ def amount(name, value, minimum):
     return value
 
 
-def resources(vcpus, memory_mb, disk_gb, allow_zero=False):
+def resource_class(name):
+    """A resource class name as placement spells one."""
+    if not isinstance(name, str) or not CLASS_NAME.match(name):
+        raise exception.InvalidResources(
+            name="resource class",
+            value=name,
+            reason="it must be 1 to 255 capital letters, digits and "
+            "underscores, as placement's resource classes are",
+        )
+    return name
+
+
+def resources(vcpus=0, memory_mb=0, disk_gb=0, classes=None, allow_zero=False):
     """Resources from user input, or ``InvalidResources`` naming the value.
 
-    Amounts must be integers (``bool`` is not one), at least 1 for vCPU and
-    RAM unless ``allow_zero``, at least 0 for disk, and at most
-    ``MAX_AMOUNT``.
+    Every amount is an integer (``bool`` is not one) from 0 to
+    ``MAX_AMOUNT``, of a class named as placement names them, and, unless
+    ``allow_zero``, at least one amount is above 0 (an Ironic flavour asks
+    for one unit of a custom class and nothing else).
     """
-    low = 0 if allow_zero else 1
-    return Resources(
-        amount("vcpus", vcpus, low),
-        amount("memory_mb", memory_mb, low),
-        amount("disk_gb", disk_gb, 0),
-    )
+    amounts = {
+        "VCPU": amount("vcpus", vcpus, 0),
+        "MEMORY_MB": amount("memory_mb", memory_mb, 0),
+        "DISK_GB": amount("disk_gb", disk_gb, 0),
+    }
+    for name, value in dict(classes or {}).items():
+        resource_class(name)
+        value = amount(name, value, 0)
+        if amounts.get(name):
+            raise exception.InvalidResources(
+                name=name, value=value, reason="it is given twice"
+            )
+        amounts[name] = value
+    checked = Resources.of(amounts)
+    if not checked and not allow_zero:
+        raise exception.InvalidResources(
+            name="resources",
+            value=str(checked),
+            reason="at least one amount must be above 0",
+        )
+    return checked
 
 
 def resources_object(value, what, allow_zero=False):
@@ -58,9 +88,25 @@ def resources_object(value, what, allow_zero=False):
         raise exception.InvalidResources(
             name=what, value=value, reason="it must be a Resources"
         )
-    return resources(
-        value.vcpus, value.memory_mb, value.disk_gb, allow_zero=allow_zero
+    return resources(classes=value.as_dict(), allow_zero=allow_zero)
+
+
+def inventory(name, value):
+    """One ``Inventory`` of a capacity, its numbers checked."""
+    resource_class(name)
+    if not isinstance(value, Inventory):
+        raise exception.InvalidResources(
+            name=name, value=value, reason="it must be an Inventory"
+        )
+    checked = Inventory(
+        total=amount(name + " total", value.total, 0),
+        reserved=amount(name + " reserved", value.reserved, 0),
+        allocation_ratio=ratio(name + " allocation_ratio", value.allocation_ratio),
+        min_unit=amount(name + " min_unit", value.min_unit, 1),
+        max_unit=amount(name + " max_unit", value.max_unit, 0),
+        step_size=amount(name + " step_size", value.step_size, 1),
     )
+    return checked
 
 
 # NOTE: Nova's allocation ratio options have no upper bound, and its own

@@ -235,7 +235,7 @@ def sql_orphans(db):
                     state=state,
                     created_at=db.now(),
                     expires_at=db.now(TTL),
-                    **rows.values(SLOT),
+                    resources=rows.encode(SLOT),
                 )
             )
         for n in (24, 25):
@@ -245,7 +245,7 @@ def sql_orphans(db):
                     host_id=GONE,
                     grant_ticket=None,
                     created_at=db.now(),
-                    **rows.values(SLOT),
+                    resources=rows.encode(SLOT),
                 )
             )
 

@@ -37,10 +37,7 @@ def _grant_columns():
         GRANTS.c.id.label("grant_id"),
         GRANTS.c.ticket.label("grant_ticket"),
         GRANTS.c.created_at.label("grant_created_at"),
-        *(
-            column.label("grant_" + column.name)
-            for column in rows.columns(GRANTS)
-        ),
+        GRANTS.c.resources.label("grant_resources"),
     ]
 
 
@@ -86,10 +83,7 @@ def _find_grant(conn, instance_uuid, host, node, resources, request_id):
             sa.and_(
                 GRANTS.c.instance_uuid.is_(None),
                 GRANTS.c.request_id == request_id,
-                *(
-                    GRANTS.c[name] == value
-                    for name, value in resources.as_dict().items()
-                ),
+                GRANTS.c.resources == rows.encode(resources),
             ),
         )
     return host_id, grant
@@ -137,10 +131,7 @@ def _consume_own_grant(conn, db, host_id, instance_uuid, resources):
         GRANTS.c.host_id == host_id,
         GRANTS.c.instance_uuid == instance_uuid,
         GRANTS.c.state == decision.GRANT_WON,
-        *(
-            GRANTS.c[name] == value
-            for name, value in resources.as_dict().items()
-        ),
+        GRANTS.c.resources == rows.encode(resources),
     )
     oldest = (
         sa_compat.select(GRANTS.c.id)
@@ -224,15 +215,11 @@ def claim_by_own_grant(db, conn, host_id, build, before_commit=None):
                 ~sa.exists().where(_others_live(instance_uuid)),
             )
         )
-        .values(
-            updated_at=db.now(),
-            **rows.moved(HOSTS, resources, suffix="_used"),
-            **rows.moved(HOSTS, resources, prefix="granted_", sign=-1),
-            **_advance_mark(ticket, created_at),
-        )
+        .values(updated_at=db.now(), **_advance_mark(ticket, created_at))
     )
     if moved.rowcount != 1:
         raise TakeGeneralPath()
+    rows.move(conn, host_id, used=resources, granted=-resources)
     return _write_claim(
         conn,
         db,
@@ -252,7 +239,7 @@ def _insert_claim(conn, db, host_id, instance_uuid, amount, ticket):
             host_id=host_id,
             grant_ticket=ticket,
             created_at=db.now(),
-            **rows.values(amount),
+            resources=rows.encode(amount),
         )
     )
 
@@ -318,7 +305,7 @@ def claim(db, conn, build, before_commit=None):
     host_id, grant = _find_grant(
         conn, instance_uuid, host, node, resources, request_id
     )
-    held = NOTHING if grant is None else rows.amount(grant, prefix="grant_")
+    held = NOTHING if grant is None else rows.amount(grant, "grant_resources")
     amount = resources if resources is not None else held
     if grant is None and resources is None:
         _reject(
@@ -331,8 +318,6 @@ def claim(db, conn, build, before_commit=None):
         )
     update = HOSTS.update().values(
         updated_at=db.now(),
-        **rows.moved(HOSTS, amount, suffix="_used"),
-        **rows.moved(HOSTS, held, prefix="granted_", sign=-1),
         **(
             {}
             if grant is None
@@ -343,6 +328,9 @@ def claim(db, conn, build, before_commit=None):
     if by_grant:
         locked = conn.execute(update.where(HOSTS.c.id == host_id))
     else:
+        # NOTE: the lock first, so that the condition reads the books as
+        # the last holder of the lock left them (see grants._issue_ticket).
+        grants.lock(conn, host_id)
         locked = conn.execute(
             update.where(
                 sa.and_(HOSTS.c.id == host_id, rows.fits(amount, minus=held))
@@ -356,6 +344,7 @@ def claim(db, conn, build, before_commit=None):
             node,
             "it has no live grant of its size and %s does not fit" % amount,
         )
+    rows.move(conn, host_id, used=amount, granted=-held)
     if grant is not None:
         consumed = conn.execute(
             GRANTS.update()
@@ -407,11 +396,9 @@ def release(db, conn, instance_uuid, host, node):
     conn.execute(
         HOSTS.update()
         .where(HOSTS.c.id == row.host_id)
-        .values(
-            updated_at=db.now(),
-            **rows.moved(HOSTS, rows.amount(row), suffix="_used", sign=-1),
-        )
+        .values(updated_at=db.now())
     )
+    rows.move(conn, row.host_id, used=-rows.amount(row))
     if (
         conn.execute(CLAIMS.delete().where(CLAIMS.c.id == row.id)).rowcount
         != 1
@@ -429,7 +416,7 @@ def listed(db, conn, host=None):
         HOSTS.c.node,
         CLAIMS.c.grant_ticket,
         CLAIMS.c.created_at,
-        *rows.columns(CLAIMS),
+        CLAIMS.c.resources,
     ).select_from(CLAIMS.join(HOSTS, HOSTS.c.id == CLAIMS.c.host_id))
     if host is not None:
         query = query.where(HOSTS.c.host == host)
@@ -469,7 +456,7 @@ def _live_grants(conn, host_id, instance_uuids):
             GRANTS.c.ticket,
             GRANTS.c.created_at,
             GRANTS.c.instance_uuid,
-            *rows.columns(GRANTS),
+            GRANTS.c.resources,
         )
         .where(
             sa.and_(
@@ -502,7 +489,7 @@ def correct(db, conn, host, node, amounts, releases):
         row.instance_uuid: row
         for row in conn.execute(
             sa_compat.select(
-                CLAIMS.c.id, CLAIMS.c.instance_uuid, *rows.columns(CLAIMS)
+                CLAIMS.c.id, CLAIMS.c.instance_uuid, CLAIMS.c.resources
             ).where(CLAIMS.c.host_id == host_id)
         )
     }
@@ -533,7 +520,7 @@ def correct(db, conn, host, node, amounts, releases):
         conn.execute(
             CLAIMS.update()
             .where(CLAIMS.c.id == claimed[uuid].id)
-            .values(**rows.values(amounts[uuid]))
+            .values(resources=rows.encode(amounts[uuid]))
         )
     for uuid in released:
         used -= rows.amount(claimed[uuid])
@@ -549,20 +536,14 @@ def correct(db, conn, host, node, amounts, releases):
             .where(GRANTS.c.id.in_([g.id for g in grant_of.values()]))
             .values(state=decision.GRANT_CONSUMED, consumed_at=db.now())
         )
-    if new or resized or released:
+    if mark is not None:
         conn.execute(
             HOSTS.update()
             .where(HOSTS.c.id == host_id)
-            .values(
-                **rows.moved(HOSTS, used, suffix="_used"),
-                **rows.moved(HOSTS, granted, prefix="granted_", sign=-1),
-                **(
-                    {}
-                    if mark is None
-                    else _advance_mark(mark.ticket, mark.created_at)
-                ),
-            )
+            .values(**_advance_mark(mark.ticket, mark.created_at))
         )
+    if new or resized or released:
+        rows.move(conn, host_id, used=used, granted=-granted)
     for uuid in new + resized:
         grants.withdraw_live(conn, db, uuid)
     return storage.Correction(

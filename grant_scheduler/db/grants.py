@@ -4,9 +4,10 @@ A function decorated ``@db_api.writer`` or ``@db_api.reader`` is one
 transaction of its own, retried: it is defined as ``fn(db, conn, ...)`` and
 called as ``fn(db, ...)``; the others are plain ``(conn, ...)`` helpers
 inside their caller's transaction.  Every transaction locks in one
-order: the node's ``gs_hosts`` row first, then grant rows.  The node's row
-carries the sum of its live grants (``granted_*``), so every statement that
-makes a grant live or not live moves that sum in the same transaction.
+order: the node's ``gs_hosts`` row first, then grant rows.  The node's
+inventory rows carry the sum of its live grants (``granted``, by class), so
+every statement that makes a grant live or not live moves that sum in the
+same transaction, under the node's lock.
 """
 
 import sqlalchemy as sa
@@ -18,7 +19,7 @@ from grant_scheduler.db import hosts
 from grant_scheduler.db import models
 from grant_scheduler.db import rows
 from grant_scheduler.db import sa_compat
-from grant_scheduler.resources import Resources
+from grant_scheduler.resources import NOTHING
 
 HOSTS = models.hosts
 GRANTS = models.grants
@@ -28,12 +29,14 @@ CLAIMS = models.claims
 def _issue_ticket(conn, db, host_id, amount):
     """Add ``amount`` to the node's live grants if it fits; its ticket.
 
-    One ``UPDATE`` decides and locks: its condition is ``HostState.fits``,
-    evaluated by the database on the latest committed row once the row lock
-    is held (PostgreSQL re-checks a row it waited for; InnoDB's UPDATE
-    reads the latest version at any isolation level).  Every earlier grant
-    on the node has committed or rolled back by then, so ticket order is
-    commit order and no snapshot can be stale (H1, H2).
+    The caller holds the node's row lock (``lock``, or a locking read
+    that skipped locked rows), so every earlier grant on the node has
+    committed or rolled back: one ``UPDATE`` of the row then decides, its
+    condition ``HostState.fits`` read from the node's inventory rows by a
+    statement that starts after the lock was taken (each statement reads
+    what committed before it, on every backend), and ticket order is
+    commit order (H1, H2).  The amount moves into the inventories' live
+    grants in the same transaction.
 
     :returns: the new ticket, or None when the grant does not fit (or the
         node is gone); then nothing was written.
@@ -47,23 +50,24 @@ def _issue_ticket(conn, db, host_id, amount):
     statement = (
         HOSTS.update()
         .where(sa.and_(HOSTS.c.id == host_id, rows.fits(amount)))
-        .values(
-            ticket=next_ticket,
-            updated_at=db.now(),
-            **rows.moved(HOSTS, amount, prefix="granted_"),
-        )
+        .values(ticket=next_ticket, updated_at=db.now())
     )
     if dialect == "postgresql":
         row = conn.execute(statement.returning(HOSTS.c.ticket)).first()
-        return None if row is None else row[0]
-    result = conn.execute(statement)
-    if result.rowcount != 1:
-        return None
-    if dialect == "mysql":
-        return sa_compat.lastrowid(result)
-    return conn.execute(
-        sa_compat.select(HOSTS.c.ticket).where(HOSTS.c.id == host_id)
-    ).scalar()
+        ticket = None if row is None else row[0]
+    else:
+        result = conn.execute(statement)
+        if result.rowcount != 1:
+            return None
+        if dialect == "mysql":
+            ticket = sa_compat.lastrowid(result)
+        else:
+            ticket = conn.execute(
+                sa_compat.select(HOSTS.c.ticket).where(HOSTS.c.id == host_id)
+            ).scalar()
+    if ticket is not None:
+        rows.move(conn, host_id, granted=amount)
+    return ticket
 
 
 def _written_for(ask):
@@ -108,31 +112,79 @@ def _committed_earlier(conn, host_ids, ask, taken):
     ).first()
 
 
-def _first_free(conn, db, host_ids, amount):
-    """The first of ``host_ids`` that fits and no grant in flight holds.
-
-    A locking read that skips rows another transaction has locked: where
-    schedulers race for the same nodes, a grant goes to the next candidate
-    at once instead of waiting for a node the other grant is taking.  The
-    row it returns stays locked until this transaction ends.  None when
-    every candidate is taken or busy, or the server cannot skip locked
-    rows (SQLite, MariaDB before 10.6, MySQL before 8.0).
-    """
-    if len(host_ids) < 2 or not db.skips_locked_rows:
-        return None
+def _fitting(host_ids, amount):
+    """The ``gs_hosts`` ids of ``host_ids`` the books say fit ``amount``,
+    in the order of ``host_ids``."""
     preference = sa_compat.case(
         *((HOSTS.c.id == host_id, n) for n, host_id in enumerate(host_ids)),
         else_=len(host_ids),
     )
-    query = (
+    return (
         sa_compat.select(HOSTS.c.id)
         .where(sa.and_(HOSTS.c.id.in_(host_ids), rows.fits(amount)))
         .order_by(preference)
+    )
+
+
+def _first_free(conn, db, host_ids, amount):
+    """The first of ``host_ids`` that seems to fit and no transaction in
+    flight holds, locked.
+
+    A locking read that skips rows another transaction has locked: where
+    schedulers race for the same nodes, a grant goes to the next candidate
+    at once instead of waiting for a node the other grant is taking.  The
+    row it returns stays locked until this transaction ends; whether the
+    grant fits is decided again under the lock (``_issue_ticket``).  None
+    when every candidate is taken or busy.
+    """
+    query = (
+        _fitting(host_ids, amount)
         .limit(1)
         # NOTE: spelt out: SQLAlchemy 1.3 drops SKIP LOCKED for MariaDB.
         .suffix_with("FOR UPDATE SKIP LOCKED")
     )
     return conn.execute(query).scalar()
+
+
+def lock(conn, host_id):
+    """Wait for the node's row lock (SQLite's writers hold the database's
+    lock already, and SQLAlchemy writes no ``FOR UPDATE`` there)."""
+    conn.execute(
+        sa_compat.select(HOSTS.c.id)
+        .where(HOSTS.c.id == host_id)
+        .with_for_update()
+    ).scalar()
+
+
+def _grant_first(conn, db, host_ids, amount):
+    """Issue a ticket on the first of ``host_ids`` that fits: ``(host id,
+    ticket)``, or None when none does.
+
+    Where the server skips locked rows, candidates no other transaction
+    holds are tried first, without waiting.  Then, in order, the others the
+    books say fit (read without locks, so a node with no room is never
+    waited for, nor held): each is locked, then decided.
+    """
+    refused = set()
+    if len(host_ids) > 1 and db.skips_locked_rows:
+        while len(refused) < len(host_ids):
+            left = [h for h in host_ids if h not in refused]
+            free = _first_free(conn, db, left, amount)
+            if free is None:
+                break
+            ticket = _issue_ticket(conn, db, free, amount)
+            if ticket is not None:
+                return free, ticket
+            refused.add(free)
+    left = [h for h in host_ids if h not in refused]
+    if not left:
+        return None
+    for (host_id,) in conn.execute(_fitting(left, amount)).fetchall():
+        lock(conn, host_id)
+        ticket = _issue_ticket(conn, db, host_id, amount)
+        if ticket is not None:
+            return host_id, ticket
+    return None
 
 
 @db_api.writer
@@ -154,16 +206,12 @@ def take(db, conn, host_ids, ask, taken, before_commit=None):
             grant_id=earlier.id,
             ticket=earlier.ticket,
         )
-    free = _first_free(conn, db, host_ids, ask.resources)
-    order = host_ids if free is None else [free]
-    for host_id in order:
-        ticket = _issue_ticket(conn, db, host_id, ask.resources)
-        if ticket is not None:
-            break
-    else:
+    granted = _grant_first(conn, db, host_ids, ask.resources)
+    if granted is None:
         return storage.Taken(
             False, states={h: hosts.one(conn, h) for h in host_ids}
         )
+    host_id, ticket = granted
     grant_id = insert(conn, db, host_id, ticket, ask, decision.GRANT_WON)
     taken.append((host_id, ticket))
     if before_commit is not None:
@@ -185,7 +233,7 @@ def insert(conn, db, host_id, ticket, ask, state):
             state=state,
             created_at=db.now(),
             expires_at=db.now(ask.ttl),
-            **rows.values(ask.resources),
+            resources=rows.encode(ask.resources),
         )
     )
     return result.inserted_primary_key[0]
@@ -215,13 +263,11 @@ def _withdraw(conn, db, host_id, ticket, amount, mine=None):
                 sa.exists().where(live),
             )
         )
-        .values(
-            updated_at=db.now(),
-            **rows.moved(HOSTS, amount, prefix="granted_", sign=-1),
-        )
+        .values(updated_at=db.now())
     )
     if locked.rowcount != 1:
         return False
+    rows.move(conn, host_id, granted=-amount)
     if conn.execute(GRANTS.delete().where(live)).rowcount != 1:
         raise rows.retry_request()
     return True
@@ -242,7 +288,7 @@ def withdraw_live(conn, db, instance_uuid):
     the instance is built, its other live grants go with it)."""
     found = conn.execute(
         sa_compat.select(
-            GRANTS.c.host_id, GRANTS.c.ticket, *rows.columns(GRANTS)
+            GRANTS.c.host_id, GRANTS.c.ticket, GRANTS.c.resources
         )
         .where(
             sa.and_(
@@ -274,14 +320,14 @@ def expire(db, conn, limit):
         GRANTS.c.state == decision.GRANT_WON, GRANTS.c.expires_at < now
     )
     found = conn.execute(
-        sa_compat.select(GRANTS.c.id, GRANTS.c.host_id, *rows.columns(GRANTS))
+        sa_compat.select(GRANTS.c.id, GRANTS.c.host_id, GRANTS.c.resources)
         .where(expired)
         .order_by(GRANTS.c.host_id, GRANTS.c.id)
         .limit(limit)
     ).fetchall()
     by_host = {}
     for row in found:
-        ids, amount = by_host.get(row.host_id, ([], Resources()))
+        ids, amount = by_host.get(row.host_id, ([], NOTHING))
         by_host[row.host_id] = (ids + [row.id], amount + rows.amount(row))
     deleted = 0
     for host_id in sorted(by_host):
@@ -289,11 +335,9 @@ def expire(db, conn, limit):
         conn.execute(
             HOSTS.update()
             .where(HOSTS.c.id == host_id)
-            .values(
-                updated_at=db.now(),
-                **rows.moved(HOSTS, amount, prefix="granted_", sign=-1),
-            )
+            .values(updated_at=db.now())
         )
+        rows.move(conn, host_id, granted=-amount)
         count = conn.execute(
             GRANTS.delete().where(sa.and_(GRANTS.c.id.in_(ids), expired))
         ).rowcount

@@ -7,31 +7,40 @@ classes: nothing here needs an ORM, and Core reads the same on
 SQLAlchemy 1.3 and 2.x.
 
 ``gs_hosts``
-    One row per compute node: capacity, reserved amounts, allocation ratios
-    and the resulting ``limit_*`` (``(total - reserved) x ratio``, written
-    with the capacity), usage (``*_used``: the claimed instances plus the
-    usage no claim accounts for, ``external_*``), and ``granted_*``, the sum
-    of the node's live grants.  A grant is taken by one conditional
-    ``UPDATE`` of this row (``used + granted + request <= limit``), so the
-    row is the whole truth about the node at the moment its lock is held.
-    ``ticket`` counts the grants issued on the node (their order);
-    ``last_grant_ticket``/``last_grant_at`` is the mark moved forward when
-    the compute host consumes a grant.
+    One row per compute node: its names, ``ticket``, which counts the
+    grants issued on the node (their order), and
+    ``last_grant_ticket``/``last_grant_at``, the mark moved forward when the
+    compute host consumes a grant.  The row is the node's lock: every
+    transaction that changes the node's books locks it first, and a grant
+    is taken by one conditional ``UPDATE`` of it whose condition reads the
+    node's inventories under that lock.
+``gs_inventories``
+    The node's books, one row per resource class, as placement keeps an
+    inventory (``total``, ``reserved``, ``allocation_ratio``,
+    ``min_unit``, ``max_unit``, ``step_size``), with ``capacity``
+    (``(total - reserved) x ratio``, written with the inventory), usage
+    (``used``: the claimed instances plus the usage no claim accounts for,
+    ``external``) and ``granted``, the sum of the node's live grants of
+    the class.
 ``gs_grants``
     One row per promise "scheduler S granted resources R on host H to
-    instance I": ``won`` while live, ``consumed`` once the compute host
+    instance I" (``resources``: the amount of each class, see
+    ``encode``): ``won`` while live, ``consumed`` once the compute host
     counted it in usage (then only the reaper looks at it).
     ``created_at``/``expires_at`` come from the database's clock.
 ``gs_claims``
-    One row per instance whose resources are counted in a host's usage: what
+    One row per instance whose resources (``resources``, as a grant's) are
+    counted in a host's usage: what
     makes claim and release idempotent (H12) and what the invariant
     checker compares usage with (I4).
 """
 
+import json
+
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
-from grant_scheduler.resources import DIMENSIONS
+from grant_scheduler.resources import Resources
 
 # NOTE: BIGINT autoincrement does not work on SQLite, which only assigns
 # rowids to INTEGER PRIMARY KEY columns.
@@ -53,15 +62,24 @@ Amount = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 TABLE_ARGS = {"mysql_engine": "InnoDB", "mysql_charset": "utf8mb4"}
 
 
-def column_names(prefix="", suffix=""):
-    return [prefix + name + suffix for name in DIMENSIONS]
+# NOTE: a grant's or claim's amounts, one canonical string per amount
+# (``encode``), so that "the grant of exactly these resources" is one
+# equality on every backend.  Placement's class names are at most 255
+# characters; a Nova request names a handful of classes.
+AmountsText = sa.Text().with_variant(
+    mysql.TEXT(charset="utf8mb4", collation="utf8mb4_bin"), "mysql"
+)
 
 
-def _amount_columns(prefix="", suffix="", default=None):
-    return [
-        sa.Column(name, Amount, nullable=False, default=default)
-        for name in column_names(prefix, suffix)
-    ]
+def encode(resources):
+    """The canonical text of an amount: JSON, classes in ``Resources``'
+    order, no spaces (``{"VCPU":1,"MEMORY_MB":512}``)."""
+    return json.dumps(resources.as_dict(), separators=(",", ":"))
+
+
+def decode(text):
+    """The ``Resources`` of ``encode``'s text."""
+    return Resources.of(json.loads(text or "{}"))
 
 
 metadata = sa.MetaData()
@@ -73,15 +91,6 @@ hosts = sa.Table(
     sa.Column("host", Name, nullable=False),
     sa.Column("node", Name, nullable=False),
     sa.Column("node_uuid", sa.String(36), nullable=True),
-    *_amount_columns(default=0),
-    *_amount_columns("reserved_", default=0),
-    sa.Column("cpu_allocation_ratio", sa.Float, nullable=False, default=1.0),
-    sa.Column("ram_allocation_ratio", sa.Float, nullable=False, default=1.0),
-    sa.Column("disk_allocation_ratio", sa.Float, nullable=False, default=1.0),
-    *_amount_columns("limit_", default=0),
-    *_amount_columns(suffix="_used", default=0),
-    *_amount_columns("external_", default=0),
-    *_amount_columns("granted_", default=0),
     sa.Column("ticket", sa.BigInteger, nullable=False, default=0),
     sa.Column("last_grant_ticket", sa.BigInteger, nullable=False, default=0),
     sa.Column("last_grant_at", PreciseDateTime, nullable=True),
@@ -92,6 +101,26 @@ hosts = sa.Table(
     # NOTE: a deleted node's id is never given to a new node on SQLite
     # either (MySQL and PostgreSQL never reuse one).
     sqlite_autoincrement=True,
+    **TABLE_ARGS,
+)
+
+inventories = sa.Table(
+    "gs_inventories",
+    metadata,
+    # NOTE: no foreign key, as for grants and claims: a node's inventories
+    # go with its row in the same transaction (``hosts.delete``).
+    sa.Column("host_id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("resource_class", Name, primary_key=True),
+    sa.Column("total", Amount, nullable=False),
+    sa.Column("reserved", Amount, nullable=False, default=0),
+    sa.Column("allocation_ratio", sa.Float, nullable=False, default=1.0),
+    sa.Column("min_unit", Amount, nullable=False, default=1),
+    sa.Column("max_unit", Amount, nullable=False),
+    sa.Column("step_size", Amount, nullable=False, default=1),
+    sa.Column("capacity", Amount, nullable=False),
+    sa.Column("used", Amount, nullable=False, default=0),
+    sa.Column("external", Amount, nullable=False, default=0),
+    sa.Column("granted", Amount, nullable=False, default=0),
     **TABLE_ARGS,
 )
 
@@ -108,7 +137,7 @@ grants = sa.Table(
     sa.Column("instance_uuid", sa.String(36), nullable=True),
     sa.Column("request_id", sa.String(255), nullable=True),
     sa.Column("scheduler", sa.String(255), nullable=False),
-    *_amount_columns(),
+    sa.Column("resources", AmountsText, nullable=False),
     sa.Column("state", sa.String(16), nullable=False),
     sa.Column("created_at", PreciseDateTime, nullable=False),
     # NOTE: nullable only because SQLite cannot add a NOT NULL column
@@ -137,7 +166,7 @@ claims = sa.Table(
     sa.Column("id", BigIntegerId, primary_key=True, autoincrement=True),
     sa.Column("instance_uuid", sa.String(36), nullable=False),
     sa.Column("host_id", sa.Integer, nullable=False),
-    *_amount_columns(),
+    sa.Column("resources", AmountsText, nullable=False),
     sa.Column("grant_ticket", sa.BigInteger, nullable=True),
     sa.Column("created_at", PreciseDateTime, nullable=False),
     sa.UniqueConstraint(

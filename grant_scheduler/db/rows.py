@@ -1,9 +1,10 @@
-"""Reading rows into the protocol's types, and the SQL of one rule.
+"""Reading rows into the protocol's types, and the SQL of the books.
 
-Shared by ``hosts``, ``grants`` and ``claims``: the one conversion from a
-row to ``Resources`` and ``HostState``, and ``fits``, the capacity rule of
-``HostState.fits`` written as SQL so the database can apply it in the very
-``UPDATE`` that takes a grant or a claim.
+Shared by ``hosts``, ``grants`` and ``claims``: the one conversion from
+rows to ``Resources`` and ``HostState``; ``fits``, the capacity rule of
+``HostState.fits`` written as SQL so that the database applies it, class
+by class, in the very ``UPDATE`` that takes a grant or a claim; and
+``move``, the one statement that moves a node's usage and live grants.
 """
 
 import sqlalchemy as sa
@@ -11,112 +12,243 @@ from oslo_db import exception as db_exc
 
 from grant_scheduler.db import models
 from grant_scheduler.db import sa_compat
-from grant_scheduler.resources import DIMENSIONS
+from grant_scheduler.resources import NOTHING
 from grant_scheduler.resources import Capacity
 from grant_scheduler.resources import HostState
+from grant_scheduler.resources import Inventory
 from grant_scheduler.resources import Resources
 
 HOSTS = models.hosts
+INVENTORIES = models.inventories
+
+encode = models.encode
 
 
-def amount(row, prefix="", suffix=""):
-    """The ``Resources`` in a row's ``<prefix><dimension><suffix>`` columns.
-
-    NOTE: MySQL returns SUM() of integers as DECIMAL, and an outer join
-    gives NULL; amounts are ints everywhere else (Nova's weighers, for one,
-    mix them with floats).
-    """
-    values = sa_compat.mapping(row)
-    return Resources(
-        *(int(values[prefix + name + suffix] or 0) for name in DIMENSIONS)
-    )
+def amount(row, column="resources"):
+    """The ``Resources`` a grant or claim row holds in ``column``."""
+    return models.decode(sa_compat.mapping(row)[column])
 
 
-def host_state(row):
-    """A ``HostState`` from a ``gs_hosts`` row."""
-    capacity = Capacity(
-        total=amount(row),
-        reserved=amount(row, prefix="reserved_"),
-        cpu_allocation_ratio=row.cpu_allocation_ratio,
-        ram_allocation_ratio=row.ram_allocation_ratio,
-        disk_allocation_ratio=row.disk_allocation_ratio,
-    )
+INVENTORY_COLUMNS = [
+    INVENTORIES.c.host_id,
+    INVENTORIES.c.resource_class,
+    INVENTORIES.c.total,
+    INVENTORIES.c.reserved,
+    INVENTORIES.c.allocation_ratio,
+    INVENTORIES.c.min_unit,
+    INVENTORIES.c.max_unit,
+    INVENTORIES.c.step_size,
+    INVENTORIES.c.capacity,
+    INVENTORIES.c.used,
+    INVENTORIES.c.external,
+    INVENTORIES.c.granted,
+]
+
+
+class Books:
+    """A node's inventory rows gathered: its capacity, limit, usage,
+    usage no claim accounts for, and live grants, by class."""
+
+    def __init__(self, inventory_rows=()):
+        inventories, limit, used, external, granted = {}, {}, {}, {}, {}
+        for row in inventory_rows:
+            name = row.resource_class
+            inventories[name] = Inventory(
+                total=int(row.total),
+                reserved=int(row.reserved),
+                allocation_ratio=row.allocation_ratio,
+                min_unit=int(row.min_unit),
+                max_unit=int(row.max_unit),
+                step_size=int(row.step_size),
+            )
+            limit[name] = int(row.capacity)
+            used[name] = int(row.used)
+            external[name] = int(row.external)
+            granted[name] = int(row.granted)
+        self.capacity = Capacity.of(inventories)
+        self.limit = Resources.of(limit)
+        self.used = Resources.of(used)
+        self.external = Resources.of(external)
+        self.granted = Resources.of(granted)
+
+
+def books_by_host(conn, condition=None):
+    """``{host id: Books}`` of the inventory rows meeting ``condition``."""
+    query = sa_compat.select(*INVENTORY_COLUMNS)
+    if condition is not None:
+        query = query.where(condition)
+    gathered = {}
+    for row in conn.execute(query):
+        gathered.setdefault(row.host_id, []).append(row)
+    return {host_id: Books(found) for host_id, found in gathered.items()}
+
+
+def host_state(row, books):
+    """A ``HostState`` from a ``gs_hosts`` row and the node's ``Books``."""
+    books = books or Books()
     return HostState(
         host_id=row.id,
         host=row.host,
         node=row.node,
         node_uuid=row.node_uuid,
-        capacity=capacity,
-        used=amount(row, suffix="_used"),
-        granted=amount(row, prefix="granted_"),
-        limit=amount(row, prefix="limit_"),
+        capacity=books.capacity,
+        used=books.used,
+        granted=books.granted,
+        limit=books.limit,
     )
 
 
-def columns(table, prefix="", suffix=""):
-    """A table's ``<prefix><dimension><suffix>`` columns."""
-    return [table.c[prefix + name + suffix] for name in DIMENSIONS]
-
-
-HOST_STATE_COLUMNS = (
-    [HOSTS.c.host, HOSTS.c.node, HOSTS.c.node_uuid]
-    + columns(HOSTS)
-    + columns(HOSTS, prefix="reserved_")
-    + [
-        HOSTS.c.cpu_allocation_ratio,
-        HOSTS.c.ram_allocation_ratio,
-        HOSTS.c.disk_allocation_ratio,
-    ]
-    + columns(HOSTS, suffix="_used")
-    + columns(HOSTS, prefix="granted_")
-    + columns(HOSTS, prefix="limit_")
-)
+HOST_STATE_COLUMNS = [HOSTS.c.host, HOSTS.c.node, HOSTS.c.node_uuid]
 """What ``host_state`` reads of a ``gs_hosts`` row, beside its id."""
 
 
-def values(resources, prefix="", suffix=""):
-    """``{column: value}`` for a ``Resources`` in prefixed columns."""
-    return {
-        prefix + name + suffix: getattr(resources, name) for name in DIMENSIONS
-    }
+def inventory_rows(host_id, capacity, used=NOTHING):
+    """The ``gs_inventories`` rows of a capacity (``used`` as usage no
+    claim accounts for)."""
+    limit = capacity.limit()
+    return [
+        {
+            "host_id": host_id,
+            "resource_class": name,
+            "total": inventory.total,
+            "reserved": inventory.reserved,
+            "allocation_ratio": inventory.allocation_ratio,
+            "min_unit": inventory.min_unit,
+            "max_unit": inventory.max_unit,
+            "step_size": inventory.step_size,
+            "capacity": limit[name],
+            "used": used[name],
+            "external": used[name],
+            "granted": 0,
+        }
+        for name, inventory in capacity.inventories.items()
+    ]
 
 
-def moved(table, resources, prefix="", suffix="", sign=1):
-    """``{column: column + sign x amount}`` for an ``UPDATE``."""
-    return {
-        prefix + name + suffix: table.c[prefix + name + suffix]
-        + sign * getattr(resources, name)
-        for name in DIMENSIONS
-    }
-
-
-def fits(resources, minus=None):
-    """SQL for ``HostState.fits``: used + granted (- minus) + resources
-    within the limit, and resources within the node's total (one
-    instance's ``max_unit``), in every dimension, on the row being
-    updated."""
-    minus = minus or Resources()
-    return sa.and_(
+def _by_class(resources):
+    """``CASE resource_class WHEN ... THEN amount ... ELSE 0 END``."""
+    return sa_compat.case(
         *(
-            HOSTS.c[name + "_used"]
-            + HOSTS.c["granted_" + name]
-            + (getattr(resources, name) - getattr(minus, name))
-            <= HOSTS.c["limit_" + name]
-            for name in DIMENSIONS
+            (INVENTORIES.c.resource_class == name, value)
+            for name, value in resources.items()
         ),
-        *(HOSTS.c[name] >= getattr(resources, name) for name in DIMENSIONS),
+        else_=0,
     )
 
 
-def sums_by_host(table, condition=None):
-    """``SELECT host_id, SUM(<dimension>)...`` of grants or claims."""
-    query = sa_compat.select(
-        table.c.host_id,
-        *(sa.func.sum(table.c[name]).label(name) for name in DIMENSIONS),
+def _class_fits(name, value, minus):
+    """One class of ``HostState.fits`` on an inventory row."""
+    return sa.and_(
+        INVENTORIES.c.resource_class == name,
+        INVENTORIES.c.used
+        + INVENTORIES.c.granted
+        + (value - minus[name])
+        <= INVENTORIES.c.capacity,
+        INVENTORIES.c.min_unit <= value,
+        INVENTORIES.c.max_unit >= value,
+        # NOTE: the % operator, not MOD(), which SQLite lacks before 3.35.
+        sa.literal(value) % INVENTORIES.c.step_size == 0,
     )
-    if condition is not None:
-        query = query.where(condition)
-    return query.group_by(table.c.host_id)
+
+
+def fits(resources, minus=None, host_id=None):
+    """SQL for ``HostState.fits`` on the ``gs_hosts`` row ``host_id``
+    (the row being updated or selected when None): every class of
+    ``resources`` offered, within its units, and used + granted
+    (- ``minus``) + resources within the class's capacity.
+
+    A count of the node's inventory rows that admit their class: equal to
+    the number of classes asked for when every one does.
+    """
+    minus = minus or NOTHING
+    if not resources:
+        return sa.true()
+    node = HOSTS.c.id if host_id is None else host_id
+    admitting = (
+        sa_compat.select(sa.func.count())
+        .select_from(INVENTORIES)
+        .where(
+            sa.and_(
+                INVENTORIES.c.host_id == node,
+                sa.or_(
+                    *(
+                        _class_fits(name, value, minus)
+                        for name, value in resources.items()
+                    )
+                ),
+            )
+        )
+    )
+    return sa_compat.scalar_subquery(admitting) == len(resources)
+
+
+def move(conn, host_id, used=NOTHING, granted=NOTHING, external=NOTHING):
+    """Add ``used``, ``granted`` and ``external`` (each may be negative)
+    to the node's inventory rows, in one statement.
+
+    Only under the node's lock (its ``gs_hosts`` row, locked first by the
+    caller's transaction).
+    """
+    classes = set(used) | set(granted) | set(external)
+    if not classes:
+        return
+    values = {}
+    for column, amount in (
+        ("used", used),
+        ("granted", granted),
+        ("external", external),
+    ):
+        if amount:
+            values[column] = INVENTORIES.c[column] + _by_class(amount)
+    moved = conn.execute(
+        INVENTORIES.update()
+        .where(
+            sa.and_(
+                INVENTORIES.c.host_id == host_id,
+                INVENTORIES.c.resource_class.in_(sorted(classes)),
+            )
+        )
+        .values(**values)
+    )
+    if moved.rowcount != len(classes):
+        _add_missing(conn, host_id, classes, used, granted, external)
+
+
+def _add_missing(conn, host_id, classes, used, granted, external):
+    """Rows of no capacity for classes the node's books do not have yet
+    (what runs there is counted, whatever its inventory says), holding
+    the amounts ``move`` could not add."""
+    present = {
+        row[0]
+        for row in conn.execute(
+            sa_compat.select(INVENTORIES.c.resource_class).where(
+                INVENTORIES.c.host_id == host_id
+            )
+        )
+    }
+    missing = sorted(classes - present)
+    if missing:
+        conn.execute(
+            INVENTORIES.insert().values(
+                [
+                    {
+                        "host_id": host_id,
+                        "resource_class": name,
+                        "total": 0,
+                        "reserved": 0,
+                        "allocation_ratio": 1.0,
+                        "min_unit": 1,
+                        "max_unit": 0,
+                        "step_size": 1,
+                        "capacity": 0,
+                        "used": used[name],
+                        "external": external[name],
+                        "granted": granted[name],
+                    }
+                    for name in missing
+                ]
+            )
+        )
 
 
 class LostUpdate(Exception):

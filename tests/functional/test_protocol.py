@@ -297,9 +297,13 @@ class Protocol(base.DatabaseTestCase):
         self.assertEqual({"I1"}, {v.invariant for v in violations})
         self.assertEqual(3, len(violations))
         with self.db.writer() as conn:
-            conn.execute(models.hosts.update().values(vcpus_used=-1))
+            conn.execute(
+                models.inventories.update()
+                .where(models.inventories.c.resource_class == "VCPU")
+                .values(used=-1)
+            )
         details = [v.detail for v in self.gs.check() if v.invariant == "I1"]
-        self.assertIn("vcpus used is -1", details)
+        self.assertIn("VCPU used is -1", details)
 
     def test_deleted_host_takes_its_grants_and_claims(self):
         # Issue: on SQLite a new host reused a deleted host's id and

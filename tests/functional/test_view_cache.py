@@ -3,9 +3,12 @@
 import datetime
 import uuid
 
+import sqlalchemy as sa
+
 from grant_scheduler import api
 from grant_scheduler import view as gs_view
 from grant_scheduler.db import models
+from grant_scheduler.db import sa_compat
 from grant_scheduler.db import store as gs_store
 from tests import base
 
@@ -83,14 +86,26 @@ class ViewCache(base.DatabaseTestCase):
             for h, s in cache._stamps.items()
             if cache._states[h].host == "h05"
         ]
+        h05 = sa_compat.scalar_subquery(
+            sa_compat.select(models.hosts.c.id).where(
+                models.hosts.c.host == "h05"
+            )
+        )
         with self.db.writer() as conn:
             conn.execute(
                 models.hosts.update()
                 .where(models.hosts.c.host == "h05")
-                .values(
-                    vcpus_used=1,
-                    updated_at=stamp - datetime.timedelta(milliseconds=1),
+                .values(updated_at=stamp - datetime.timedelta(milliseconds=1))
+            )
+            conn.execute(
+                models.inventories.update()
+                .where(
+                    sa.and_(
+                        models.inventories.c.host_id == h05,
+                        models.inventories.c.resource_class == "VCPU",
+                    )
                 )
+                .values(used=1)
             )
         view = cache.view()
         self.assertEqual(21, cache.rows_read)
@@ -114,11 +129,13 @@ class ViewCache(base.DatabaseTestCase):
         # if its commit landed after the cache's read and its overlap.
         with self.db.writer() as conn:
             conn.execute(
+                models.inventories.update().values(
+                    used=models.inventories.c.capacity
+                )
+            )
+            conn.execute(
                 models.hosts.update().values(
-                    vcpus_used=models.hosts.c.vcpus,
-                    memory_mb_used=models.hosts.c.memory_mb,
-                    disk_gb_used=models.hosts.c.disk_gb,
-                    updated_at=datetime.datetime(2000, 1, 1),
+                    updated_at=datetime.datetime(2000, 1, 1)
                 )
             )
         with self.assertRaises(api.NoValidHost) as caught:

@@ -103,11 +103,30 @@ class TestCapacity(base.TestCase):
 
 class TestValidation(base.TestCase):
     def test_amounts_name_the_bad_value(self):
-        for bad in (0, -1, 1.5, "2", True, 2**41):
+        for bad in (-1, 1.5, "2", True, 2**41):
             with self.assertRaises(exception.InvalidResources) as caught:
                 validate.resources(bad, 1024, 10)
             self.assertIn("vcpus", str(caught.exception))
         self.assertEqual(R(1, 1, 0), validate.resources(1, 1, 0))
+
+    def test_one_class_may_be_all_a_request_asks_for(self):
+        # An Ironic flavour: one unit of a custom class, nothing else.
+        self.assertEqual(
+            R(CUSTOM_BAREMETAL_GOLD=1),
+            validate.resources(0, 0, 0, {"CUSTOM_BAREMETAL_GOLD": 1}),
+        )
+        self.assertEqual(R(0, 1024, 0), validate.resources(0, 1024, 0))
+        with self.assertRaises(exception.InvalidResources) as caught:
+            validate.resources(0, 0, 0)
+        self.assertIn("at least one amount", str(caught.exception))
+
+    def test_class_names_are_placements(self):
+        for bad in ("custom_gold", "CUSTOM-GOLD", "", "X" * 256, 5):
+            with self.assertRaises(exception.InvalidResources):
+                validate.resources(classes={bad: 1})
+        with self.assertRaises(exception.InvalidResources) as caught:
+            validate.resources(1, 0, 0, {"VCPU": 1})
+        self.assertIn("twice", str(caught.exception))
 
     def test_names(self):
         self.assertEqual(

@@ -110,8 +110,8 @@ class TestStandaloneDriver(StandaloneTestCase, base.TestCase):
 
     def test_bad_flavour_is_no_valid_host(self):
         with self.assertRaises(exception.NoValidHost) as caught:
-            self.driver.select_destinations(None, spec(flavor(0, 1024, 1)))
-        self.assertIn("vcpus", str(caught.exception))
+            self.driver.select_destinations(None, spec(flavor(0, 0, 0)))
+        self.assertIn("at least one amount", str(caught.exception))
 
     def test_ignore_and_force(self):
         [item] = self.driver.select_destinations(

@@ -216,7 +216,8 @@ class TestRequestValidation(base.TestCase):
         self.assertRaises(
             exception.InvalidRequest, build, 1, 1, 1, force_hosts="cmp1"
         )
-        self.assertRaises(exception.InvalidResources, build, 0, 1, 1)
+        self.assertRaises(exception.InvalidResources, build, 0, 0, 0)
+        self.assertRaises(exception.InvalidResources, build, -1, 1, 1)
         self.assertEqual(
             3, len(build(1, 1, 1, num_instances=3).instance_uuids)
         )
