@@ -325,18 +325,15 @@ def claim(db, conn, build, before_commit=None):
         ),
     )
     by_grant = grant is not None and amount == held
-    if by_grant:
-        locked = conn.execute(update.where(HOSTS.c.id == host_id))
-    else:
-        # NOTE: the lock first, so that the condition reads the books as
-        # the last holder of the lock left them (see grants._issue_ticket).
-        grants.lock(conn, host_id)
-        locked = conn.execute(
-            update.where(
-                sa.and_(HOSTS.c.id == host_id, rows.fits(amount, minus=held))
-            )
-        )
+    locked = conn.execute(update.where(HOSTS.c.id == host_id))
     if locked.rowcount != 1:
+        raise exception.UnknownHost(host=host, node=node)
+    if by_grant:
+        rows.move(conn, host_id, used=amount, granted=-held)
+    elif not rows.take(
+        conn, db, host_id, amount, minus=held, used=amount, granted=-held
+    ):
+        # NOTE: the row lock stays until the rollback, as with any claim.
         _reject(
             conn,
             instance_uuid,
@@ -344,7 +341,6 @@ def claim(db, conn, build, before_commit=None):
             node,
             "it has no live grant of its size and %s does not fit" % amount,
         )
-    rows.move(conn, host_id, used=amount, granted=-held)
     if grant is not None:
         consumed = conn.execute(
             GRANTS.update()

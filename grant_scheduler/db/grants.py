@@ -26,21 +26,9 @@ GRANTS = models.grants
 CLAIMS = models.claims
 
 
-def _issue_ticket(conn, db, host_id, amount):
-    """Add ``amount`` to the node's live grants if it fits; its ticket.
-
-    The caller holds the node's row lock (``lock``, or a locking read
-    that skipped locked rows), so every earlier grant on the node has
-    committed or rolled back: one ``UPDATE`` of the row then decides, its
-    condition ``HostState.fits`` read from the node's inventory rows by a
-    statement that starts after the lock was taken (each statement reads
-    what committed before it, on every backend), and ticket order is
-    commit order (H1, H2).  The amount moves into the inventories' live
-    grants in the same transaction.
-
-    :returns: the new ticket, or None when the grant does not fit (or the
-        node is gone); then nothing was written.
-    """
+def _next_ticket(conn, db, host_id):
+    """Lock the node's row and count one more ticket on it: the new
+    ticket, or None when the node is gone."""
     dialect = db.dialect_name
     next_ticket = HOSTS.c.ticket + 1
     if dialect == "mysql":
@@ -49,25 +37,47 @@ def _issue_ticket(conn, db, host_id, amount):
         next_ticket = sa.func.last_insert_id(next_ticket)
     statement = (
         HOSTS.update()
-        .where(sa.and_(HOSTS.c.id == host_id, rows.fits(amount)))
+        .where(HOSTS.c.id == host_id)
         .values(ticket=next_ticket, updated_at=db.now())
     )
     if dialect == "postgresql":
         row = conn.execute(statement.returning(HOSTS.c.ticket)).first()
-        ticket = None if row is None else row[0]
-    else:
-        result = conn.execute(statement)
-        if result.rowcount != 1:
-            return None
-        if dialect == "mysql":
-            ticket = sa_compat.lastrowid(result)
-        else:
-            ticket = conn.execute(
-                sa_compat.select(HOSTS.c.ticket).where(HOSTS.c.id == host_id)
-            ).scalar()
-    if ticket is not None:
-        rows.move(conn, host_id, granted=amount)
-    return ticket
+        return None if row is None else row[0]
+    result = conn.execute(statement)
+    if result.rowcount != 1:
+        return None
+    if dialect == "mysql":
+        return sa_compat.lastrowid(result)
+    return conn.execute(
+        sa_compat.select(HOSTS.c.ticket).where(HOSTS.c.id == host_id)
+    ).scalar()
+
+
+def _issue_ticket(conn, db, host_id, amount):
+    """Add ``amount`` to the node's live grants if it fits; its ticket.
+
+    The ticket's ``UPDATE`` takes the node's row lock, so every earlier
+    grant on the node has committed or rolled back when the next
+    statement, one conditional ``UPDATE`` of the node's inventory rows,
+    decides: its condition is ``HostState.fits``, read from what committed
+    before it began (on every backend), and it moves every class of the
+    grant or none (H1, H2).  Ticket order is commit order.  A grant that
+    does not fit gives its ticket back.
+
+    :returns: the new ticket, or None when the grant does not fit (or the
+        node is gone); then nothing was written.
+    """
+    ticket = _next_ticket(conn, db, host_id)
+    if ticket is None:
+        return None
+    if rows.take(conn, db, host_id, amount, granted=amount):
+        return ticket
+    conn.execute(
+        HOSTS.update()
+        .where(HOSTS.c.id == host_id)
+        .values(ticket=HOSTS.c.ticket - 1)
+    )
+    return None
 
 
 def _written_for(ask):
@@ -146,24 +156,15 @@ def _first_free(conn, db, host_ids, amount):
     return conn.execute(query).scalar()
 
 
-def lock(conn, host_id):
-    """Wait for the node's row lock (SQLite's writers hold the database's
-    lock already, and SQLAlchemy writes no ``FOR UPDATE`` there)."""
-    conn.execute(
-        sa_compat.select(HOSTS.c.id)
-        .where(HOSTS.c.id == host_id)
-        .with_for_update()
-    ).scalar()
-
-
 def _grant_first(conn, db, host_ids, amount):
     """Issue a ticket on the first of ``host_ids`` that fits: ``(host id,
     ticket)``, or None when none does.
 
     Where the server skips locked rows, candidates no other transaction
-    holds are tried first, without waiting.  Then, in order, the others the
-    books say fit (read without locks, so a node with no room is never
-    waited for, nor held): each is locked, then decided.
+    holds are tried first, without waiting.  Then, in order, the others
+    (of several, those the books say fit, read without locks, so that a
+    node with no room is neither waited for nor held): each is locked,
+    then decided.
     """
     refused = set()
     if len(host_ids) > 1 and db.skips_locked_rows:
@@ -177,10 +178,9 @@ def _grant_first(conn, db, host_ids, amount):
                 return free, ticket
             refused.add(free)
     left = [h for h in host_ids if h not in refused]
-    if not left:
-        return None
-    for (host_id,) in conn.execute(_fitting(left, amount)).fetchall():
-        lock(conn, host_id)
+    if len(left) > 1:
+        left = [row[0] for row in conn.execute(_fitting(left, amount))]
+    for host_id in left:
         ticket = _issue_ticket(conn, db, host_id, amount)
         if ticket is not None:
             return host_id, ticket

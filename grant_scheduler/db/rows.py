@@ -153,9 +153,9 @@ def _class_fits(name, value, minus):
 
 def fits(resources, minus=None, host_id=None):
     """SQL for ``HostState.fits`` on the ``gs_hosts`` row ``host_id``
-    (the row being updated or selected when None): every class of
-    ``resources`` offered, within its units, and used + granted
-    (- ``minus``) + resources within the class's capacity.
+    (the row selected when None): every class of ``resources`` offered,
+    within its units, and used + granted (- ``minus``) + resources within
+    the class's capacity.  For choosing nodes to try; ``take`` decides.
 
     A count of the node's inventory rows that admit their class: equal to
     the number of classes asked for when every one does.
@@ -180,6 +180,74 @@ def fits(resources, minus=None, host_id=None):
         )
     )
     return sa_compat.scalar_subquery(admitting) == len(resources)
+
+
+def _admitting(host_id, resources, minus):
+    """``SELECT count(*)`` of the node's inventory rows that admit their
+    class of ``resources`` (``HostState.fits``, less ``minus``)."""
+    return (
+        sa_compat.select(sa.func.count().label("admitting"))
+        .select_from(INVENTORIES)
+        .where(
+            sa.and_(
+                INVENTORIES.c.host_id == host_id,
+                sa.or_(
+                    *(
+                        _class_fits(name, value, minus)
+                        for name, value in resources.items()
+                    )
+                ),
+            )
+        )
+    )
+
+
+def take(conn, db, host_id, resources, minus=NOTHING, used=NOTHING, granted=NOTHING):
+    """Move the node's ``used`` and ``granted`` if ``resources`` fits
+    there (``HostState.fits``, with ``minus`` given back first), in one
+    conditional ``UPDATE`` of its inventory rows: every row or none.
+
+    Only under the node's lock, taken by an earlier statement of the
+    caller's transaction: the condition is then read from what the last
+    holder of the lock committed (each statement reads what committed
+    before it began, on every backend), and no other transaction writes
+    these rows meanwhile.
+
+    :returns: True when it fitted and moved, False when nothing moved.
+    """
+    classes = set(used) | set(granted)
+    if not resources:
+        move(conn, host_id, used=used, granted=granted)
+        return True
+    admitting = _admitting(host_id, resources, minus)
+    if db.dialect_name == "mysql":
+        # NOTE: MySQL refuses a subquery on the table being updated unless
+        # it is materialised as a derived table first (an aggregate is
+        # never merged into the outer statement).
+        derived = admitting.alias("admitting")
+        admitting = sa_compat.select(derived.c.admitting)
+    values = {}
+    for column, amount in (("used", used), ("granted", granted)):
+        if amount:
+            values[column] = INVENTORIES.c[column] + _by_class(amount)
+    moved = conn.execute(
+        INVENTORIES.update()
+        .where(
+            sa.and_(
+                INVENTORIES.c.host_id == host_id,
+                INVENTORIES.c.resource_class.in_(sorted(classes)),
+                sa_compat.scalar_subquery(admitting) == len(resources),
+            )
+        )
+        .values(**values)
+    )
+    if moved.rowcount == 0:
+        return False
+    if moved.rowcount != len(classes):
+        # NOTE: a class moved that the node's books lack (a claim's held
+        # grant of a class since removed): counted all the same.
+        _add_missing(conn, host_id, classes, used, granted, NOTHING)
+    return True
 
 
 def move(conn, host_id, used=NOTHING, granted=NOTHING, external=NOTHING):
@@ -217,7 +285,7 @@ def move(conn, host_id, used=NOTHING, granted=NOTHING, external=NOTHING):
 def _add_missing(conn, host_id, classes, used, granted, external):
     """Rows of no capacity for classes the node's books do not have yet
     (what runs there is counted, whatever its inventory says), holding
-    the amounts ``move`` could not add."""
+    the amounts a move could not add to a row."""
     present = {
         row[0]
         for row in conn.execute(

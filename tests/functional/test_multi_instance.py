@@ -32,7 +32,7 @@ def requester(url, barrier, rounds, results):
         barrier.wait(WAIT)
         uuids = [str(uuid.uuid4()) for _ in range(PER_REQUEST)]
         try:
-            gs.schedule(*SLOT.__dict__.values(), instance_uuids=uuids)
+            gs.schedule(resources=SLOT, instance_uuids=uuids)
             outcome = "placed"
         except api.NoValidHost:
             outcome = "no_valid_host"

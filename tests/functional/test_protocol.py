@@ -340,9 +340,7 @@ class Protocol(base.DatabaseTestCase):
                 conn.execute(
                     table.insert().values(
                         host_id=host_id + 1000,
-                        vcpus=1,
-                        memory_mb=1,
-                        disk_gb=1,
+                        resources=models.encode(api.Resources(1, 1, 1)),
                         created_at=self.db.now(),
                         **extra,
                     )

@@ -1,9 +1,11 @@
 """Statements and commits per phase of one uncontended placement.
 
 The README's per-phase counts, held by a test: a read of what changed, a
-grant in one conditional ``UPDATE`` and one ``INSERT``, the claim Nova's
-compute side makes (``claim_instance``: by the instance's grant) in five
-statements, one commit each for the grant and the claim.  SQLite counts
+grant in three statements (the node's row locked as its ticket is counted,
+one conditional ``UPDATE`` of its inventory rows that decides, and the
+``INSERT``), the claim Nova's compute side makes (``claim_instance``: by
+the instance's grant) in six statements, one commit each for the grant
+and the claim.  SQLite counts
 its ``BEGIN`` as a statement and reads the ticket back with a ``SELECT``.
 """
 
@@ -20,7 +22,7 @@ from tests import base
 ONE = api.Resources(1, 1024, 10)
 
 # (view, grant, claim) statements of the steady state, per backend.
-EXPECTED = {"sqlite": (2, 3, 5), "mysql": (1, 2, 5), "postgresql": (1, 2, 5)}
+EXPECTED = {"sqlite": (2, 4, 6), "mysql": (1, 3, 6), "postgresql": (1, 3, 6)}
 # oslo.db before 9 (Nova 22's 8.4) pings every connection it checks out
 # with a SELECT 1: one statement more per transaction, and not ours.
 PINGS = int(hasattr(oslo_engines, "_connect_ping_listener"))
