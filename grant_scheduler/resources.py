@@ -38,6 +38,12 @@ def _order(name):
     return (1, 0, name)
 
 
+def _kept(value):
+    """Any amount but an integer zero (what is not an integer is kept for
+    validation to name)."""
+    return not (type(value) is int and value == 0)
+
+
 class Resources:
     """An amount of each resource class (immutable).
 
@@ -58,16 +64,16 @@ class Resources:
             ("disk_gb", disk_gb),
         ):
             name = STANDARD[nova_name]
-            if value and amounts.get(name):
+            if _kept(value) and _kept(amounts.get(name, 0)):
                 raise TypeError(
                     "%s given twice (as %s and %s)" % (name, nova_name, name)
                 )
-            if value:
+            if _kept(value):
                 amounts[name] = value
         self._amounts = {
             name: amounts[name]
             for name in sorted(amounts, key=_order)
-            if amounts[name]
+            if _kept(amounts[name])
         }
         self._hash = None
 

@@ -73,10 +73,7 @@ class BadInputTestCase(base.DatabaseTestCase):
 class Amounts(BadInputTestCase):
     def test_schedule_amounts(self):
         for position, name in enumerate(("vcpus", "memory_mb", "disk_gb")):
-            bad = NOT_INTEGERS + OUT_OF_RANGE
-            if name != "disk_gb":
-                bad = bad + [0]
-            for value in bad:
+            for value in NOT_INTEGERS + OUT_OF_RANGE:
                 amounts = [1, 1024, 10]
                 amounts[position] = value
                 with self.subTest(name=name, value=value):
@@ -85,16 +82,31 @@ class Amounts(BadInputTestCase):
                         lambda a=amounts: self.gs.schedule(*a),
                         "Invalid %s %r" % (name, value),
                     )
+        # Nothing at all is no request; one class alone is (Ironic's).
+        self.assertRefused(
+            exception.InvalidResources,
+            lambda: self.gs.schedule(0, 0, 0),
+            "at least one amount must be above 0",
+        )
+        for name in ("custom_gold", "CUSTOM GOLD", "X" * 256):
+            with self.subTest(resource_class=name):
+                self.assertRefused(
+                    exception.InvalidResources,
+                    lambda n=name: self.gs.schedule(
+                        resources=api.Resources.of({n: 1})
+                    ),
+                    "Invalid resource class",
+                )
 
     def test_claim_amounts(self):
-        for value in [0] + NOT_INTEGERS + OUT_OF_RANGE:
+        for value in NOT_INTEGERS + OUT_OF_RANGE:
             with self.subTest(value=value):
                 self.assertRefused(
                     exception.InvalidResources,
                     lambda v=value: self.gs.claim(
                         new_uuid(), "cmp1", "cmp1", api.Resources(v, 1024, 10)
                     ),
-                    "Invalid vcpus %r" % (value,),
+                    "Invalid VCPU %r" % (value,),
                 )
 
     def test_report_amounts_and_ratios(self):
@@ -104,7 +116,7 @@ class Amounts(BadInputTestCase):
                 self.assertRefused(
                     exception.InvalidResources,
                     lambda c=capacity: self.gs.report_host("cmp2", "n", c),
-                    "Invalid memory_mb %r" % (value,),
+                    "Invalid MEMORY_MB total %r" % (value,),
                 )
         for ratio in (0, -1.0, "2", None, 1000000, True, float("nan")):
             with self.subTest(ratio=ratio):
@@ -114,7 +126,7 @@ class Amounts(BadInputTestCase):
                 self.assertRefused(
                     exception.InvalidResources,
                     lambda c=capacity: self.gs.report_host("cmp2", "n", c),
-                    "ram_allocation_ratio",
+                    "MEMORY_MB allocation_ratio",
                 )
 
     def test_instance_counts_and_uuids(self):
