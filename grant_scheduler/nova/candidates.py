@@ -10,9 +10,10 @@ quarter of a boot.
 The driver asks itself instead (``Candidates.for_request``), with what
 the manager would use: Nova's request filters (``process_reqspec``),
 ``resources_from_request_spec`` and its placement client.  A request of
-standard resources only (``VCPU``, ``MEMORY_MB``, ``DISK_GB`` on the
-compute node's own provider; no trait, aggregate, tree or request group
-of its own) needs no candidates to be claimed: its allocation request
+resources in the one unnumbered group only (standard classes, PCPU, an
+Ironic flavour's custom class, all on the compute node's own provider; no
+trait, aggregate, tree or request group of its own) needs no candidates
+to be claimed: its allocation request
 for a node is the node's provider and those amounts, which
 ``BuiltRequests`` builds for the node Nova's FilterScheduler chose, and
 the grant and placement's own claim still decide there.  Every other
@@ -61,10 +62,6 @@ from oslo_log import log as logging
 from grant_scheduler import api
 
 LOG = logging.getLogger(__name__)
-
-# The resource classes a built request may hold, all on the compute
-# node's own provider.
-STANDARD_CLASSES = frozenset(("VCPU", "MEMORY_MB", "DISK_GB"))
 
 # Nova's request filter (20 and later) forbids this trait on every
 # request: placement then leaves out the nodes whose service is disabled,
@@ -118,7 +115,7 @@ class BuiltRequest(dict):
 
 
 class BuiltRequests:
-    """``alloc_reqs_by_rp_uuid`` for a request of standard resources:
+    """``alloc_reqs_by_rp_uuid`` for a request of one unnumbered group:
     every node's allocation request built on demand, until placement
     refuses one; then placement's candidates (``fetch()``).
 
@@ -285,11 +282,7 @@ class Candidates:
     def _admits(self, amounts):
         if self._room is None:
             return None
-        amount = api.Resources(
-            vcpus=amounts.get("VCPU", 0),
-            memory_mb=amounts.get("MEMORY_MB", 0),
-            disk_gb=amounts.get("DISK_GB", 0),
-        )
+        amount = api.Resources.of(amounts)
         return lambda rp_uuid: self._room(rp_uuid, amount)
 
     def _resources(self, context, spec_obj, translate):
@@ -305,7 +298,7 @@ class Candidates:
 
     def _built_amounts(self, resources):
         """The amounts of a request that a built request can claim, or
-        None: standard classes in the one unnumbered group, nothing else
+        None: classes in the one unnumbered group, nothing else
         asked of placement but the disabled-compute trait Nova's
         ComputeFilter also keeps out."""
         if not self._build:
@@ -325,8 +318,6 @@ class Candidates:
             amounts = {}
             for item in value.split(","):
                 name, _, amount = item.partition(":")
-                if name not in STANDARD_CLASSES:
-                    return None
                 amounts[name] = int(amount)
         return amounts or None
 

@@ -100,10 +100,10 @@ def placement_resources(flavor, is_bfv=False):
     provider for one instance of ``flavor``: swap is part of DISK_GB (in
     whole GB, rounded up), and a ``resources:<CLASS>=N`` extra spec takes
     the place of the flavour's amount of that class (``resources:VCPU=1``
-    on a 2-vCPU flavour allocates one VCPU; an Ironic flavour sets VCPU,
-    MEMORY_MB and DISK_GB to 0).  PCPU counts as vCPU, as in the books
-    (``inventory``); numbered groups (``resourcesN:``) and the classes
-    the books have no amount for are not counted."""
+    on a 2-vCPU flavour allocates one VCPU; an Ironic flavour asks one
+    unit of its custom class and sets VCPU, MEMORY_MB and DISK_GB to 0).
+    A flavour that asks PCPU asks no VCPU for its vCPUs.  Numbered groups
+    (``resourcesN:``, on other providers) are not counted."""
     root_gb = 0 if is_bfv else field(flavor, "root_gb", 0)
     swap_gb = int(math.ceil(field(flavor, "swap", 0) / 1024))
     amounts = {
@@ -121,10 +121,8 @@ def placement_resources(flavor, is_bfv=False):
             continue
     if "PCPU" in amounts and "VCPU" not in _overridden(flavor):
         amounts["VCPU"] = 0  # the flavour's vCPUs are the PCPU asked for
-    return api.Resources(
-        vcpus=amounts["VCPU"] + amounts.get("PCPU", 0),
-        memory_mb=amounts["MEMORY_MB"],
-        disk_gb=amounts["DISK_GB"],
+    return api.Resources.of(
+        {name: value for name, value in amounts.items() if value > 0}
     )
 
 
@@ -230,29 +228,29 @@ def current_usage(host_state, reserved=api.NOTHING):
 
 def not_below_zero(amount):
     """``amount`` with every negative amount raised to 0."""
-    return api.Resources(**{n: max(0, v) for n, v in amount.as_dict().items()})
+    return amount.map(lambda name, value: max(0, value))
 
 
 def _at_most(amount, limit):
-    bound = limit.as_dict()
-    return api.Resources(
-        **{n: min(v, bound[n]) for n, v in amount.as_dict().items()}
-    )
+    return amount.map(lambda name, value: min(value, limit[name]))
 
 
 def same_capacity(one, other):
-    """Equal totals and reserved amounts, and allocation ratios equal to
-    the precision a database float keeps (MySQL's FLOAT is 4 bytes)."""
-    if one.total != other.total or one.reserved != other.reserved:
+    """The same classes with equal amounts, and allocation ratios equal
+    to the precision a database float keeps (MySQL's FLOAT is 4 bytes)."""
+    if set(one.inventories) != set(other.inventories):
         return False
-    return all(
-        math.isclose(getattr(one, name), getattr(other, name), rel_tol=1e-6)
-        for name in (
-            "cpu_allocation_ratio",
-            "ram_allocation_ratio",
-            "disk_allocation_ratio",
-        )
-    )
+    for name, inventory in one.inventories.items():
+        theirs = other.inventories[name]
+        if dataclasses.replace(
+            inventory, allocation_ratio=1.0
+        ) != dataclasses.replace(theirs, allocation_ratio=1.0):
+            return False
+        if not math.isclose(
+            inventory.allocation_ratio, theirs.allocation_ratio, rel_tol=1e-6
+        ):
+            return False
+    return True
 
 
 def no_valid_host(reason):

@@ -13,7 +13,7 @@ before each placement claim (``placement``): Nova's request filters,
 allocation candidates, filters, weighers and options decide, placement
 records, the grant guards the node.  On 18-22 the driver finds the
 allocation candidates itself, and builds the chosen node's for a request
-of standard resources only (``candidates``).
+of one unnumbered group of resources (``candidates``).
 
 Otherwise (13-16, and older conductors), per request: Nova's HostStates,
 less the live grants of this process's cached view
@@ -510,9 +510,7 @@ def _request(context, spec_obj, call, alternates):
         instance_uuids = [first] + [None] * (count - 1)
     amount = compat.spec_resources(spec_obj)
     return api.Request.build(
-        amount.vcpus,
-        amount.memory_mb,
-        amount.disk_gb,
+        resources=amount,
         instance_uuids=instance_uuids,
         request_id=getattr(context, "request_id", None),
         ignore_hosts=compat.field(spec_obj, "ignore_hosts", ()),

@@ -2,7 +2,9 @@
 
 From Nova 17 on placement decides what a node offers: its provider's
 inventory of each resource class (``total``, ``reserved``,
-``allocation_ratio``, ``max_unit``), whoever set it.  Each compute writes
+``allocation_ratio``, ``min_unit``, ``max_unit``, ``step_size``), whoever
+set it: the standard classes, PCPU, and custom ones such as an Ironic
+node's one unit of ``CUSTOM_BAREMETAL_<X>``.  Each compute writes
 its own ``reserved_host_*`` options there (not the scheduler's), and
 since Stein an operator may set allocation ratios and reserved amounts
 through placement's API while the compute node record keeps the initial
@@ -31,45 +33,39 @@ from grant_scheduler import api
 
 LOG = logging.getLogger(__name__)
 
-# grant_scheduler's three amounts, each from the first class of its list
-# the provider has (dedicated CPUs, PCPU, where a node offers no VCPU).
-_CLASSES = (
-    ("vcpus", ("VCPU", "PCPU"), "cpu_allocation_ratio"),
-    ("memory_mb", ("MEMORY_MB",), "ram_allocation_ratio"),
-    ("disk_gb", ("DISK_GB",), "disk_allocation_ratio"),
-)
-
 # The first microversion of GET /resource_providers that lists every
 # provider without a filter (1.0 does too) and the inventories' format.
 _VERSION = "1.0"
 
 
+def _int(inventory, name, default):
+    value = inventory.get(name)
+    return default if value is None else int(value)
+
+
 def capacity_from(inventories):
     """The ``Capacity`` of placement's ``{class: inventory}`` of one
-    provider; None when it has none of VCPU, PCPU and MEMORY_MB (a
-    provider not reported yet, or one grant_scheduler has no amount
-    for).  A class it lacks (DISK_GB from a sharing provider) counts 0."""
-    if not any(name in inventories for name in ("VCPU", "PCPU", "MEMORY_MB")):
+    provider, every class as placement has it (``total``, ``reserved``,
+    ``allocation_ratio``, ``min_unit``, ``max_unit``, ``step_size``);
+    None when it has no inventory (a provider not reported yet, an Ironic
+    node not available).  A class it lacks (DISK_GB from a sharing
+    provider) is not offered there."""
+    if not inventories:
         return None
-    totals, reserved, ratios = {}, {}, {}
-    for amount, classes, ratio in _CLASSES:
-        inventory = next(
-            (inventories[c] for c in classes if c in inventories), None
+    found = {}
+    for name, inventory in inventories.items():
+        total = _int(inventory, "total", 0)
+        found[name] = api.Inventory(
+            total=total,
+            # NOTE(placement): a reserved amount above the total (Ironic's
+            # reserved node) leaves nothing, as in placement.
+            reserved=min(_int(inventory, "reserved", 0), total),
+            allocation_ratio=float(inventory.get("allocation_ratio") or 1.0),
+            min_unit=max(1, _int(inventory, "min_unit", 1)),
+            max_unit=_int(inventory, "max_unit", total),
+            step_size=max(1, _int(inventory, "step_size", 1)),
         )
-        if inventory is None:
-            totals[amount] = reserved[amount] = 0
-            ratios[ratio] = 1.0
-            continue
-        totals[amount] = int(inventory["total"])
-        reserved[amount] = min(
-            int(inventory.get("reserved", 0)), totals[amount]
-        )
-        ratios[ratio] = float(inventory.get("allocation_ratio") or 1.0)
-    return api.Capacity(
-        total=api.Resources(**totals),
-        reserved=api.Resources(**reserved),
-        **ratios,
-    )
+    return api.Capacity.of(found)
 
 
 class PlacementInventory:
@@ -119,17 +115,13 @@ class PlacementInventory:
         return capacity_from(found.get("inventories") or {})
 
     def usage(self, context, node_uuid):
-        """What placement holds on the node's provider now, as
-        ``Resources`` (VCPU and PCPU as vCPU), or None."""
+        """What placement holds on the node's provider now, every class,
+        as ``Resources``, or None."""
         found = self._read(context, node_uuid, "usages")
         if found is None:
             return None
         usages = found.get("usages") or {}
-        return api.Resources(
-            vcpus=usages.get("VCPU", 0) + usages.get("PCPU", 0),
-            memory_mb=usages.get("MEMORY_MB", 0),
-            disk_gb=usages.get("DISK_GB", 0),
-        )
+        return api.Resources.of({n: int(v) for n, v in usages.items()})
 
     def changed(self, context):
         """The uuids of the providers whose generation moved since the

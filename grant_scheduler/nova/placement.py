@@ -19,7 +19,7 @@ grants it (``GrantingPlacementClient.claim_resources``).
   node is overcommitted in grant_scheduler's books even where placement
   itself overcommits under concurrency.
 * Candidates are found by the driver, as Nova's manager finds them, but
-  for a request of standard resources only the chosen node's allocation
+  for a request of one unnumbered group of resources the chosen node's
   request is built instead of asking placement for every node's first
   (``candidates``); placement still decides the claim.
 * The records stay Nova's.  Allocations are placement's, made by Nova's
@@ -52,32 +52,20 @@ from grant_scheduler.nova import compat
 
 LOG = logging.getLogger(__name__)
 
-# Placement's resource classes that make up grant_scheduler's three
-# amounts on a compute node's own provider.
-_VCPU_CLASSES = ("VCPU", "PCPU")
-_MEMORY_CLASS = "MEMORY_MB"
-_DISK_CLASS = "DISK_GB"
-
-
 def granted_amount(allocation_request, node_uuid):
     """The ``Resources`` an allocation request takes from one node's own
-    provider (a volume-backed server takes no DISK_GB there)."""
+    provider, every class (a volume-backed server takes no DISK_GB there,
+    nor does one whose disk is a sharing provider's)."""
     allocations = allocation_request.get("allocations") or {}
     held = (allocations.get(node_uuid) or {}).get("resources") or {}
-    return api.Resources(
-        vcpus=sum(held.get(name, 0) for name in _VCPU_CLASSES),
-        memory_mb=held.get(_MEMORY_CLASS, 0),
-        disk_gb=held.get(_DISK_CLASS, 0),
+    return api.Resources.of(
+        {name: int(value) for name, value in held.items() if value}
     )
 
 
 def _lacks_a_class(state, amount):
-    """True when ``amount`` asks an amount the node has none of."""
-    total = state.capacity.total.as_dict()
-    return any(
-        asked > 0 and total[name] == 0
-        for name, asked in amount.as_dict().items()
-    )
+    """True when ``amount`` asks a class the node offers none of."""
+    return any(name not in state.capacity.inventories for name in amount)
 
 
 class GrantingPlacementClient:
@@ -111,10 +99,10 @@ class GrantingPlacementClient:
             else (granted_amount(alloc_request, node.node_uuid))
         )
         if amount is None or amount == api.NOTHING:
-            # NOTE(placement): nothing the books hold is asked (a node that
-            # offers none of VCPU, PCPU and MEMORY_MB, such as an Ironic
-            # node's one custom class, is not in the books): placement's
-            # claim alone decides, as for the stock scheduler.
+            # NOTE(placement): a node not in the books yet (its provider
+            # had no inventory at the last sync), or nothing asked of the
+            # node's own provider: placement's claim alone decides, as
+            # for the stock scheduler.
             LOG.debug(
                 "Nothing to grant for %s; placement's claim decides",
                 consumer_uuid,

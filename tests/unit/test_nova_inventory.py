@@ -44,12 +44,37 @@ class TestCapacityFrom(unittest.TestCase):
         )
         self.assertEqual(api.Resources(4, 2560, 28), capacity.limit())
 
-    def test_dedicated_cpus_are_the_vcpus(self):
+    def test_dedicated_cpus_are_their_own_class(self):
         capacity = inventory.capacity_from(
             {"PCPU": _inventory(8, reserved=2), "MEMORY_MB": _inventory(64)}
         )
-        self.assertEqual(api.Resources(8, 64, 0), capacity.total)
-        self.assertEqual(api.Resources(2, 0, 0), capacity.reserved)
+        self.assertEqual(api.Resources(0, 64, 0, PCPU=8), capacity.total)
+        self.assertEqual(api.Resources(PCPU=2), capacity.reserved)
+        self.assertEqual(["MEMORY_MB", "PCPU"], capacity.classes())
+
+    def test_every_field_of_every_class_is_placements(self):
+        capacity = inventory.capacity_from(
+            {
+                "CUSTOM_BAREMETAL_GOLD": _inventory(1),
+                "VCPU": {
+                    "total": 16,
+                    "reserved": 2,
+                    "allocation_ratio": 4.0,
+                    "min_unit": 1,
+                    "max_unit": 8,
+                    "step_size": 2,
+                },
+            }
+        )
+        self.assertEqual(
+            api.Inventory(16, 2, 4.0, 1, 8, 2), capacity.inventories["VCPU"]
+        )
+        self.assertEqual(
+            api.Resources(56, CUSTOM_BAREMETAL_GOLD=1), capacity.limit()
+        )
+        self.assertEqual(
+            ["VCPU", "CUSTOM_BAREMETAL_GOLD"], capacity.classes()
+        )
 
     def test_disk_from_a_sharing_provider_counts_nothing_here(self):
         capacity = inventory.capacity_from(
@@ -60,8 +85,13 @@ class TestCapacityFrom(unittest.TestCase):
 
     def test_no_inventory_is_no_capacity(self):
         self.assertIsNone(inventory.capacity_from({}))
-        self.assertIsNone(
-            inventory.capacity_from({"CUSTOM_BAREMETAL_GOLD": _inventory(1)})
+
+    def test_an_ironic_node_is_its_one_unit(self):
+        capacity = inventory.capacity_from(
+            {"CUSTOM_BAREMETAL_GOLD": _inventory(1)}
+        )
+        self.assertEqual(
+            api.Resources(CUSTOM_BAREMETAL_GOLD=1), capacity.limit()
         )
 
 
@@ -222,7 +252,7 @@ class TestPlacementResources(unittest.TestCase):
             api.Resources(1, 512, 10), compat.placement_resources(flavor)
         )
 
-    def test_an_ironic_flavour_takes_none_of_the_three(self):
+    def test_an_ironic_flavour_takes_its_class_alone(self):
         flavor = _flavor(
             4,
             4096,
@@ -234,12 +264,16 @@ class TestPlacementResources(unittest.TestCase):
                 "resources:DISK_GB": "0",
             },
         )
-        self.assertEqual(api.NOTHING, compat.placement_resources(flavor))
+        self.assertEqual(
+            api.Resources(CUSTOM_BAREMETAL_GOLD=1),
+            compat.placement_resources(flavor),
+        )
 
     def test_dedicated_cpus_asked_as_pcpu(self):
         flavor = _flavor(4, 512, 1, **{"resources:PCPU": "4"})
         self.assertEqual(
-            api.Resources(4, 512, 1), compat.placement_resources(flavor)
+            api.Resources(0, 512, 1, PCPU=4),
+            compat.placement_resources(flavor),
         )
 
     def test_a_numbered_group_is_not_the_nodes(self):
