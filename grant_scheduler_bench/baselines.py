@@ -15,18 +15,23 @@ stamp to commit order: A stamps first and commits last; B commits, reads
 back, cannot see A and wins; A commits, reads back, sees B's later stamp,
 ignores it and wins too (H1).  A grant not yet verified is a row of the
 benchmark's own table (``gs_bench_naive_grants``); a verified one becomes
-a ``won`` grant of the product's table, counted in its node's row, which
-the product's compute side consumes and the checker reads.
+a ``won`` grant of the product's table, counted in its node's books (the
+node's inventory rows), which the product's compute side consumes and the
+checker reads.
 
 ``PlacementModelStore`` is placement's answer, idealised: read usage, check
 capacity in the client, and write the allocation guarded by the node's
 generation (here its ticket, bumped by every write) in one transaction.
 
 The product's tables appear here only as the columns these baselines read
-and write (``HOSTS``, ``GRANTS``, ``CLAIMS``); a test holds them to the
-product's schema.
+and write (``HOSTS``, ``INVENTORIES``, ``GRANTS``, ``CLAIMS``); a test
+holds them to the product's schema.  As the product does, a node's books
+are its ``gs_inventories`` rows, one per resource class, written only
+under the lock of its ``gs_hosts`` row (taken first); a grant's or claim's
+amount is ``resources``, the canonical text of ``encode``.
 """
 
+import json
 import random
 import time
 
@@ -38,33 +43,40 @@ from sqlalchemy.dialects import mysql
 from grant_scheduler import api
 from grant_scheduler_bench import sqla
 
-DIMENSIONS = ("vcpus", "memory_mb", "disk_gb")
-
-
-def _names(prefix="", suffix=""):
-    return [prefix + name + suffix for name in DIMENSIONS]
-
-
 # -- the product's tables, as far as the baselines touch them -------------
 
 HOSTS = sa.table(
     "gs_hosts",
     *(
         sa.column(name)
-        for name in ["id", "host", "node", "node_uuid"]
-        + _names()
-        + _names("reserved_")
-        + [
-            "cpu_allocation_ratio",
-            "ram_allocation_ratio",
-            "disk_allocation_ratio",
+        for name in [
+            "id",
+            "host",
+            "node",
+            "node_uuid",
+            "ticket",
+            "last_grant_ticket",
+            "created_at",
+            "updated_at",
         ]
-        + _names("limit_")
-        + _names(suffix="_used")
-        + _names("external_")
-        + _names("granted_")
-        + ["ticket", "last_grant_ticket", "created_at", "updated_at"]
     ),
+)
+INVENTORY_COLUMNS = [
+    "host_id",
+    "resource_class",
+    "total",
+    "reserved",
+    "allocation_ratio",
+    "min_unit",
+    "max_unit",
+    "step_size",
+    "capacity",
+    "used",
+    "external",
+    "granted",
+]
+INVENTORIES = sa.table(
+    "gs_inventories", *(sa.column(name) for name in INVENTORY_COLUMNS)
 )
 GRANTS = sa.table(
     "gs_grants",
@@ -80,26 +92,44 @@ GRANTS = sa.table(
             "state",
             "created_at",
             "expires_at",
+            "resources",
         ]
-        + _names()
     ),
 )
 CLAIMS = sa.table(
     "gs_claims",
     *(
         sa.column(name)
-        for name in ["instance_uuid", "host_id", "created_at"] + _names()
+        for name in ["instance_uuid", "host_id", "created_at", "resources"]
     ),
 )
 # The state of a live grant in the product's table.
 WON = "won"
 
+
+def encode(resources):
+    """An amount as the product's ``resources`` column holds it: JSON of
+    class -> amount, classes in ``Resources``' order, no spaces.  Canonical:
+    the product finds "the grant of exactly these resources" (a claim's)
+    by equality of this text."""
+    return json.dumps(resources.as_dict(), separators=(",", ":"))
+
+
+def decode(text):
+    """The ``api.Resources`` of ``encode``'s text."""
+    return api.Resources.of(json.loads(text or "{}"))
+
+
 # -- the benchmark's own table ---------------------------------------------
 
 # NOTE: as the product's: SQLite assigns rowids to INTEGER PRIMARY KEY
-# only, and MySQL's DATETIME drops fractional seconds unless asked.
+# only, MySQL's DATETIME drops fractional seconds unless asked, and an
+# amount's text compares byte for byte.
 _Id = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 _Stamp = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql")
+_Amounts = sa.Text().with_variant(
+    mysql.TEXT(charset="utf8mb4", collation="utf8mb4_bin"), "mysql"
+)
 
 METADATA = sa.MetaData()
 
@@ -112,7 +142,7 @@ NAIVE_GRANTS = sa.Table(
     sa.Column("instance_uuid", sa.String(36), nullable=True),
     sa.Column("request_id", sa.String(255), nullable=True),
     sa.Column("scheduler", sa.String(255), nullable=False),
-    *(sa.Column(name, sa.BigInteger, nullable=False) for name in _names()),
+    sa.Column("resources", _Amounts, nullable=False),
     sa.Column("created_at", _Stamp, nullable=False),
     sa.Column("expires_at", _Stamp, nullable=False),
     sa.Index("ix_gs_bench_naive_grants_host_id", "host_id"),
@@ -132,57 +162,126 @@ _retried = oslo_db_api.wrap_db_retry(
 )
 
 
-def _values(resources, prefix="", suffix=""):
-    return {
-        prefix + name + suffix: getattr(resources, name) for name in DIMENSIONS
-    }
-
-
-def _moved(table, resources, prefix="", suffix="", sign=1):
-    return {
-        prefix + name + suffix: table.c[prefix + name + suffix]
-        + sign * getattr(resources, name)
-        for name in DIMENSIONS
-    }
-
-
-def _amount(row, prefix="", suffix=""):
-    # NOTE: MySQL returns SUM() of integers as DECIMAL; NULL for no rows.
-    return api.Resources(
-        *(int(getattr(row, prefix + n + suffix) or 0) for n in DIMENSIONS)
+def _by_class(resources):
+    """``CASE resource_class WHEN ... THEN amount ... ELSE 0 END``."""
+    return sqla.case(
+        *(
+            (INVENTORIES.c.resource_class == name, value)
+            for name, value in resources.items()
+        ),
+        else_=0,
     )
 
 
-def host_state(row):
-    """An ``api.HostState`` from a ``gs_hosts`` row."""
+def _move(conn, host_id, column, amount):
+    """Add ``amount`` to the node's ``column`` (``used`` or ``granted``),
+    class by class, in one ``UPDATE`` of its inventory rows.
+
+    Only under the node's row lock, taken by an earlier statement of the
+    caller's transaction.  :returns: whether every class of ``amount`` had
+    its row (else the node's books are not the ones the decision read).
+    """
+    if not amount:
+        return True
+    moved = conn.execute(
+        INVENTORIES.update()
+        .where(
+            sa.and_(
+                INVENTORIES.c.host_id == host_id,
+                INVENTORIES.c.resource_class.in_(amount.classes()),
+            )
+        )
+        .values(**{column: INVENTORIES.c[column] + _by_class(amount)})
+    )
+    return moved.rowcount == len(amount)
+
+
+def _lock(conn, host_id):
+    """Wait for the node's row lock, changing nothing (SQLite's writers
+    hold the database's lock already, and SQLAlchemy writes no
+    ``FOR UPDATE`` there)."""
+    conn.execute(
+        sqla.select(HOSTS.c.id).where(HOSTS.c.id == host_id).with_for_update()
+    ).scalar()
+
+
+def _total(conn, table, condition):
+    """The sum of the amounts (``resources``) of ``table``'s rows meeting
+    ``condition``."""
+    total = api.NOTHING
+    for (text,) in conn.execute(
+        sqla.select(table.c.resources).where(condition)
+    ):
+        total += decode(text)
+    return total
+
+
+def _with_books(condition=None):
+    """Node rows meeting ``condition``, each joined with its inventory
+    rows (one result row per class, inventory columns labelled ``inv_``),
+    in id order: one statement, one snapshot."""
+    query = sqla.select(
+        HOSTS.c.id,
+        HOSTS.c.host,
+        HOSTS.c.node,
+        HOSTS.c.node_uuid,
+        HOSTS.c.ticket,
+        *(
+            INVENTORIES.c[name].label("inv_" + name)
+            for name in INVENTORY_COLUMNS[1:]
+        ),
+    ).select_from(
+        HOSTS.outerjoin(INVENTORIES, INVENTORIES.c.host_id == HOSTS.c.id)
+    )
+    if condition is not None:
+        query = query.where(condition)
+    return query.order_by(HOSTS.c.id)
+
+
+def _nodes(conn, condition=None):
+    """``[(gs_hosts row, its inventory rows)]`` of ``_with_books``."""
+    found = []
+    for row in conn.execute(_with_books(condition)):
+        if not found or found[-1][0].id != row.id:
+            found.append((row, []))
+        if row.inv_resource_class is not None:
+            found[-1][1].append(row)
+    return found
+
+
+def host_state(row, inventory_rows):
+    """An ``api.HostState`` from a ``gs_hosts`` row and its inventory rows
+    (as ``_with_books`` reads them)."""
+    inventories, limit, used, granted = {}, {}, {}, {}
+    for inventory in inventory_rows:
+        name = inventory.inv_resource_class
+        inventories[name] = api.Inventory(
+            total=int(inventory.inv_total),
+            reserved=int(inventory.inv_reserved),
+            allocation_ratio=inventory.inv_allocation_ratio,
+            min_unit=int(inventory.inv_min_unit),
+            max_unit=int(inventory.inv_max_unit),
+            step_size=int(inventory.inv_step_size),
+        )
+        limit[name] = int(inventory.inv_capacity)
+        used[name] = int(inventory.inv_used)
+        granted[name] = int(inventory.inv_granted)
     return api.HostState(
         host_id=row.id,
         host=row.host,
         node=row.node,
         node_uuid=row.node_uuid,
-        capacity=api.Capacity(
-            total=_amount(row),
-            reserved=_amount(row, prefix="reserved_"),
-            cpu_allocation_ratio=row.cpu_allocation_ratio,
-            ram_allocation_ratio=row.ram_allocation_ratio,
-            disk_allocation_ratio=row.disk_allocation_ratio,
-        ),
-        used=_amount(row, suffix="_used"),
-        granted=_amount(row, prefix="granted_"),
-        limit=_amount(row, prefix="limit_"),
+        capacity=api.Capacity.of(inventories),
+        used=api.Resources.of(used),
+        granted=api.Resources.of(granted),
+        limit=api.Resources.of(limit),
     )
 
 
-def _sums(table, condition):
-    return sqla.select(
-        *(sa.func.sum(table.c[name]).label(name) for name in DIMENSIONS)
-    ).where(condition)
-
-
-def _host_row(conn, host_id):
-    return conn.execute(
-        sqla.select(HOSTS).where(HOSTS.c.id == host_id)
-    ).first()
+def _host_state(conn, host_id):
+    """The node's ``api.HostState``, or None when its row is gone."""
+    found = _nodes(conn, HOSTS.c.id == host_id)
+    return host_state(*found[0]) if found else None
 
 
 def create_tables(database):
@@ -237,7 +336,7 @@ class NaiveStore(api.SQLStore):
                     scheduler=ask.scheduler,
                     created_at=db.now(),
                     expires_at=db.now(ask.ttl),
-                    **_values(ask.resources),
+                    resources=encode(ask.resources),
                 )
             ).inserted_primary_key[0]
             if before_commit is not None:
@@ -249,8 +348,7 @@ class NaiveStore(api.SQLStore):
         amount = ask.resources
         mine = NAIVE_GRANTS.c.id == naive_id
         with self.database.writer() as conn:
-            row = _host_row(conn, host_id)
-            state = None if row is None else host_state(row)
+            state = _host_state(conn, host_id)
             ticket = conn.execute(
                 sqla.select(NAIVE_GRANTS.c.ticket).where(mine)
             ).scalar()
@@ -263,27 +361,25 @@ class NaiveStore(api.SQLStore):
             stamp = sqla.scalar_subquery(
                 sqla.select(NAIVE_GRANTS.c.created_at).where(mine)
             )
-            unverified = conn.execute(
-                _sums(
-                    NAIVE_GRANTS,
-                    sa.and_(
-                        NAIVE_GRANTS.c.host_id == host_id,
-                        NAIVE_GRANTS.c.id != naive_id,
-                        NAIVE_GRANTS.c.created_at < stamp,
-                    ),
-                )
-            ).first()
-            won = conn.execute(
-                _sums(
-                    GRANTS,
-                    sa.and_(
-                        GRANTS.c.host_id == host_id,
-                        GRANTS.c.state == WON,
-                        GRANTS.c.created_at < stamp,
-                    ),
-                )
-            ).first()
-            others = _amount(unverified) + _amount(won)
+            unverified = _total(
+                conn,
+                NAIVE_GRANTS,
+                sa.and_(
+                    NAIVE_GRANTS.c.host_id == host_id,
+                    NAIVE_GRANTS.c.id != naive_id,
+                    NAIVE_GRANTS.c.created_at < stamp,
+                ),
+            )
+            won = _total(
+                conn,
+                GRANTS,
+                sa.and_(
+                    GRANTS.c.host_id == host_id,
+                    GRANTS.c.state == WON,
+                    GRANTS.c.created_at < stamp,
+                ),
+            )
+            others = unverified + won
             if not (state.used + others + amount).fits_within(state.limit):
                 conn.execute(NAIVE_GRANTS.delete().where(mine))
                 return api.Taken(False, states={host_id: state})
@@ -297,7 +393,8 @@ class NaiveStore(api.SQLStore):
                 "scheduler",
                 "created_at",
                 "expires_at",
-            ] + list(DIMENSIONS)
+                "resources",
+            ]
             conn.execute(
                 GRANTS.insert().from_select(
                     copied + ["state"],
@@ -315,13 +412,16 @@ class NaiveStore(api.SQLStore):
                     )
                 )
             ).scalar()
-            # Counted in the row the checker reads: an overcommit shows as
-            # I1.
-            conn.execute(
-                HOSTS.update()
-                .where(HOSTS.c.id == host_id)
-                .values(**_moved(HOSTS, amount, prefix="granted_"))
-            )
+            # Counted in the books the checker reads: an overcommit shows
+            # as I1.  Under the node's row lock, as every write of the
+            # books; the rule never stamped the row, and does not now.
+            _lock(conn, host_id)
+            if not _move(conn, host_id, "granted", amount):
+                # NOTE: the node's inventories changed since the rule read
+                # them: decide again on the books as they are now.
+                raise db_exc.RetryRequest(
+                    LookupError("node %s lost an inventory" % host_id)
+                )
             conn.execute(NAIVE_GRANTS.delete().where(mine))
         return api.Taken(
             True, host_id=host_id, grant_id=grant_id, ticket=ticket
@@ -343,8 +443,8 @@ class PlacementModelStore(api.SQLStore):
         """``[(HostState, generation)]`` of every node, in one read."""
         with self.database.reader() as conn:
             return [
-                (host_state(row), row.ticket)
-                for row in conn.execute(sqla.select(HOSTS))
+                (host_state(row, inventories), row.ticket)
+                for row, inventories in _nodes(conn)
             ]
 
     @_retried
@@ -353,31 +453,42 @@ class PlacementModelStore(api.SQLStore):
         generation is still ``generation``; False (nothing written) if
         another write moved it on."""
         db = self.database
-        with db.writer() as conn:
-            moved = conn.execute(
-                HOSTS.update()
-                .where(
-                    sa.and_(
-                        HOSTS.c.id == host_id, HOSTS.c.ticket == generation
+        try:
+            with db.writer() as conn:
+                # The compare-and-swap, which also takes the node's row
+                # lock the books are written under.
+                moved = conn.execute(
+                    HOSTS.update()
+                    .where(
+                        sa.and_(
+                            HOSTS.c.id == host_id,
+                            HOSTS.c.ticket == generation,
+                        )
+                    )
+                    .values(ticket=HOSTS.c.ticket + 1, updated_at=db.now())
+                )
+                if moved.rowcount != 1:
+                    return False
+                if not _move(conn, host_id, "used", amount):
+                    # NOTE: the node's inventories are not the ones read
+                    # with the generation (placement moves a provider's
+                    # generation with its inventories): a conflict.
+                    raise _InventoriesMoved()
+                conn.execute(
+                    CLAIMS.insert().values(
+                        instance_uuid=instance_uuid,
+                        host_id=host_id,
+                        created_at=db.now(),
+                        resources=encode(amount),
                     )
                 )
-                .values(
-                    ticket=HOSTS.c.ticket + 1,
-                    updated_at=db.now(),
-                    **_moved(HOSTS, amount, suffix="_used"),
-                )
-            )
-            if moved.rowcount != 1:
-                return False
-            conn.execute(
-                CLAIMS.insert().values(
-                    instance_uuid=instance_uuid,
-                    host_id=host_id,
-                    created_at=db.now(),
-                    **_values(amount),
-                )
-            )
+        except _InventoriesMoved:
+            return False
         return True
+
+
+class _InventoriesMoved(Exception):
+    """Rolls an allocation back: the node's books changed under it."""
 
 
 # -- the benchmark's set-up ------------------------------------------------
@@ -387,11 +498,12 @@ def reset(database, names, capacity):
     """Empty the tables and add one node per name, in one transaction (a
     benchmark of 10,000 nodes would otherwise spend minutes reporting):
     each row is what ``GrantScheduler.report_host`` writes for a new node
-    of ``capacity`` (an ``api.Capacity``) with nothing used."""
+    of ``capacity`` (an ``api.Capacity``) with nothing used: a
+    ``gs_hosts`` row, and an inventory row per class of ``capacity``."""
+    _drop_outdated(database)
     create_tables(database)
-    nothing = api.Resources()
     with database.writer() as conn:
-        for table in (NAIVE_GRANTS, GRANTS, CLAIMS, HOSTS):
+        for table in (NAIVE_GRANTS, GRANTS, CLAIMS, INVENTORIES, HOSTS):
             conn.execute(table.delete())
         if names:
             conn.execute(
@@ -399,24 +511,67 @@ def reset(database, names, capacity):
                     created_at=database.now(), updated_at=database.now()
                 ),
                 [
-                    dict(
-                        host=name,
-                        node=name,
-                        **_values(capacity.total),
-                        **_values(capacity.reserved, prefix="reserved_"),
-                        **_values(capacity.limit(), prefix="limit_"),
-                        cpu_allocation_ratio=capacity.cpu_allocation_ratio,
-                        ram_allocation_ratio=capacity.ram_allocation_ratio,
-                        disk_allocation_ratio=capacity.disk_allocation_ratio,
-                        **_values(nothing, suffix="_used"),
-                        **_values(nothing, prefix="external_"),
-                        **_values(nothing, prefix="granted_"),
-                        ticket=0,
-                        last_grant_ticket=0,
-                    )
+                    dict(host=name, node=name, ticket=0, last_grant_ticket=0)
                     for name in names
                 ],
             )
+            # Every node of the table is new and alike: one
+            # INSERT ... SELECT per class writes them all.
+            for inventory in _inventory_rows(capacity):
+                conn.execute(
+                    INVENTORIES.insert().from_select(
+                        ["host_id"] + list(inventory),
+                        sqla.select(
+                            HOSTS.c.id,
+                            *(
+                                sa.literal(value, _INVENTORY_TYPES[name])
+                                for name, value in inventory.items()
+                            ),
+                        ),
+                    )
+                )
+
+
+_INVENTORY_TYPES = dict(
+    {name: sa.BigInteger() for name in INVENTORY_COLUMNS},
+    resource_class=sa.String(255),
+    allocation_ratio=sa.Float(),
+)
+
+
+def _inventory_rows(capacity):
+    """The inventory rows ``report_host`` writes for a new node of
+    ``capacity`` with nothing used, but their ``host_id``."""
+    limit = capacity.limit()
+    return [
+        {
+            "resource_class": name,
+            "total": inventory.total,
+            "reserved": inventory.reserved,
+            "allocation_ratio": float(inventory.allocation_ratio),
+            "min_unit": inventory.min_unit,
+            "max_unit": inventory.max_unit,
+            "step_size": inventory.step_size,
+            "capacity": limit[name],
+            "used": 0,
+            "external": 0,
+            "granted": 0,
+        }
+        for name, inventory in capacity.inventories.items()
+    ]
+
+
+def _drop_outdated(database):
+    """Drop a ``gs_bench_naive_grants`` of an earlier shape (its amounts
+    in columns of their own, as the product's were): it holds only grants
+    not yet verified, which a reset deletes anyway."""
+    with database.writer() as conn:
+        inspector = sa.inspect(conn)
+        if NAIVE_GRANTS.name not in inspector.get_table_names():
+            return
+        found = {c["name"] for c in inspector.get_columns(NAIVE_GRANTS.name)}
+        if found != {c.name for c in NAIVE_GRANTS.c}:
+            NAIVE_GRANTS.drop(conn)
 
 
 def commit_ceiling(database, seconds):

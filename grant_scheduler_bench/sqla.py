@@ -18,6 +18,13 @@ def select(*columns):
     return sa.select(*columns)
 
 
+def case(*whens, else_=None):
+    """``CASE WHEN ... END`` (1.3 takes the whens as one list)."""
+    if SQLALCHEMY_1_3:
+        return sa.case(list(whens), else_=else_)
+    return sa.case(*whens, else_=else_)
+
+
 def scalar_subquery(query):
     """A one-value ``SELECT`` used as a value (1.3 calls it ``as_scalar``)."""
     make = getattr(query, "scalar_subquery", None) or query.as_scalar

@@ -30,6 +30,7 @@ class ProductTables(base.TestCase):
     def test_every_column_the_baselines_touch_is_the_products(self):
         for mine, theirs in (
             (baselines.HOSTS, models.hosts),
+            (baselines.INVENTORIES, models.inventories),
             (baselines.GRANTS, models.grants),
             (baselines.CLAIMS, models.claims),
         ):
@@ -38,6 +39,19 @@ class ProductTables(base.TestCase):
                 self.assertLessEqual(
                     {c.name for c in mine.c}, {c.name for c in theirs.c}
                 )
+
+    def test_amounts_are_written_as_the_product_writes_them(self):
+        # The product finds a claim's grant by equality of this text.
+        for amount in (
+            ONE,
+            api.Resources(2, 0, 40),
+            api.Resources(4, 8192, CUSTOM_BAREMETAL_GOLD=1, PCPU=2),
+            api.NOTHING,
+        ):
+            with self.subTest(amount=amount):
+                text = baselines.encode(amount)
+                self.assertEqual(models.encode(amount), text)
+                self.assertEqual(amount, baselines.decode(text))
 
     def test_the_naive_grant_ends_in_a_state_the_product_writes(self):
         self.assertIn("'%s'" % baselines.WON, _check_text())
