@@ -93,8 +93,11 @@ class Cloud:
     def __init__(self, directory, nodes, node, flavor, gs_url, placement_url):
         """
         :param node: ``{"vcpus", "memory_mb", "local_gb", "reserved_mb"}``
-            of every node.
-        :param flavor: ``{"vcpus", "memory_mb", "root_gb"}`` requested.
+            of every node; with ``"resource_class"``, a node as Nova 22's
+            Ironic driver reports one: one unit of that class in
+            placement and nothing else, a compute node record of zeros.
+        :param flavor: ``{"vcpus", "memory_mb", "root_gb"}`` requested,
+            and optionally ``"extra_specs"`` (``resources:<CLASS>=N``).
         """
         self.directory = directory
         self.spec = {
@@ -168,14 +171,7 @@ class Cloud:
                 "/resource_providers/%s/inventories" % rp,
                 {
                     "resource_provider_generation": 0,
-                    "inventories": {
-                        "VCPU": {"total": node["vcpus"]},
-                        "MEMORY_MB": {
-                            "total": node["memory_mb"],
-                            "reserved": node["reserved_mb"],
-                        },
-                        "DISK_GB": {"total": node["local_gb"]},
-                    },
+                    "inventories": inventories(node),
                 },
             )
             assert status == 200, body
@@ -365,16 +361,46 @@ def _instance_uuid(run, index, number):
     return str(uuid.uuid5(NAMESPACE, "%s-%s-%s" % (run, index, number)))
 
 
+def inventories(node):
+    """A node's provider inventory, as its compute reports it."""
+    if node.get("resource_class"):
+        return {node["resource_class"]: {"total": 1, "max_unit": 1}}
+    return {
+        "VCPU": {"total": node["vcpus"]},
+        "MEMORY_MB": {
+            "total": node["memory_mb"],
+            "reserved": node["reserved_mb"],
+        },
+        "DISK_GB": {"total": node["local_gb"]},
+    }
+
+
+def flavor_amount(flavor):
+    """``{class: amount}`` placement allocates for one instance of a
+    ``flavor`` spec: its three amounts, each ``resources:<CLASS>=N`` extra
+    spec in place of the flavour's amount of that class."""
+    amounts = {
+        "VCPU": flavor["vcpus"],
+        "MEMORY_MB": flavor["memory_mb"],
+        "DISK_GB": flavor["root_gb"],
+    }
+    for key, value in (flavor.get("extra_specs") or {}).items():
+        if key.startswith("resources:"):
+            amounts[key.partition(":")[2]] = int(value)
+    return {name: value for name, value in amounts.items() if value}
+
+
 def _flavor(spec):
     from nova import objects
 
+    fields = dict(spec["flavor"])
     return objects.Flavor(
         name="bench",
         flavorid="bench",
         swap=0,
         ephemeral_gb=0,
-        extra_specs={},
-        **spec["flavor"],
+        extra_specs=fields.pop("extra_specs", {}),
+        **fields,
     )
 
 
@@ -571,10 +597,7 @@ def schedule(spec, system, run, index, count, callers, profile=False):
         for number in range(spec["nodes"]):
             manager.sync_instance_info(admin, node_name(number), [])
         time.sleep(0.1)
-    flavor = spec["flavor"]
-    amount = api.Resources(
-        flavor["vcpus"], flavor["memory_mb"], flavor["root_gb"]
-    )
+    amount = api.Resources.of(flavor_amount(spec["flavor"]))
     placement_room = placement_api.RoomCheck(spec["placement_url"])
 
     def room(amount):
@@ -587,9 +610,7 @@ def schedule(spec, system, run, index, count, callers, profile=False):
         return {
             r.state.host
             for r in manager.driver.grant_scheduler.hosts()
-            if (r.state.used + r.state.granted + amount).fits_within(
-                r.state.limit
-            )
+            if r.state.fits(amount)
         }
 
     open(os.path.join(run, "%s.ready" % index), "w").close()

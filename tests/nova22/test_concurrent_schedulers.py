@@ -32,7 +32,33 @@ PROCESSES = 8
 EXTRA = 8
 
 
-class TestSchedulerProcessesWithPlacement(gs_base.TestCase):
+# The seed's race: Ironic nodes, each one unit of a custom class, and a
+# bare-metal flavour that asks for that unit and nothing else.
+BARE_METAL = "CUSTOM_BAREMETAL_GOLD"
+IRONIC_NODE = {
+    "vcpus": 0,
+    "memory_mb": 0,
+    "local_gb": 0,
+    "reserved_mb": 0,
+    "resource_class": BARE_METAL,
+}
+IRONIC_FLAVOR = {
+    "vcpus": 8,
+    "memory_mb": 65536,
+    "root_gb": 400,
+    "extra_specs": {
+        "resources:%s" % BARE_METAL: "1",
+        "resources:VCPU": "0",
+        "resources:MEMORY_MB": "0",
+        "resources:DISK_GB": "0",
+    },
+}
+
+
+class _CloudTestCase(gs_base.TestCase):
+    node = NODE
+    flavor = FLAVOR
+
     def setUp(self):
         super().setUp()
         self.gs_db = self.useFixture(gs_base.DatabaseFixture("mysql"))
@@ -41,11 +67,18 @@ class TestSchedulerProcessesWithPlacement(gs_base.TestCase):
         )
         directory = self.useFixture(fixtures.TempDir()).path
         self.cloud = cloud.Cloud(
-            directory, NODES, NODE, FLAVOR, self.gs_db.url, placement_db.url
+            directory,
+            NODES,
+            self.node,
+            self.flavor,
+            self.gs_db.url,
+            placement_db.url,
         )
         self.cloud.start()
         self.addCleanup(self.cloud.stop)
 
+
+class TestSchedulerProcessesWithPlacement(_CloudTestCase):
     def test_the_last_slots_are_never_given_twice(self):
         result = self.cloud.schedule("grants", PROCESSES, 1, SLOTS + EXTRA)
         calls = result["calls"]
@@ -74,6 +107,51 @@ class TestSchedulerProcessesWithPlacement(gs_base.TestCase):
                 api.Resources(2, 2048, 20), report.state.used, report.state
             )
             self.assertEqual(api.Resources(), report.state.granted)
+        self.assertEqual([], gs.check())
+
+
+class TestIronicSchedulerProcesses(_CloudTestCase):
+    """Eight scheduler processes race for the last Ironic nodes."""
+
+    node = IRONIC_NODE
+    flavor = IRONIC_FLAVOR
+
+    def test_no_node_is_taken_twice(self):
+        result = self.cloud.schedule("grants", PROCESSES, 1, NODES + EXTRA)
+        calls = result["calls"]
+        self.assertEqual([], [c for c in calls if "error" in c])
+        placed = [c for c in calls if "host" in c]
+        refused = [c for c in calls if c.get("nvh")]
+        # Every node taken once, and NoValidHost only once none was left.
+        self.assertEqual(
+            sorted(cloud.node_name(i) for i in range(NODES)),
+            sorted(c["host"] for c in placed),
+        )
+        self.assertEqual(EXTRA, len(refused))
+        self.assertEqual([], [c["room"] for c in refused if c["room"]])
+        # Placement's records: one bare-metal unit allocated on each node,
+        # nothing else anywhere.
+        usage = self.cloud.placement_usage()
+        self.assertEqual(set(), placement_api.overcommitted_in(usage))
+        self.assertEqual(
+            {cloud.node_name(i): [(1, 1)] for i in range(NODES)},
+            {name: list(classes.values()) for name, classes in usage.items()},
+        )
+        # The books: the unit of each node used, by its claim, and
+        # granted to no one.
+        gs = api.GrantScheduler.from_url(self.gs_db.url)
+        self.addCleanup(gs.database.dispose)
+        reports = gs.hosts()
+        self.assertEqual(NODES, len(reports))
+        for report in reports:
+            self.assertEqual(
+                api.Resources(**{BARE_METAL: 1}),
+                report.state.used,
+                report.state,
+            )
+            self.assertEqual(report.state.used, report.claimed)
+            self.assertEqual(api.Resources(), report.state.granted)
+        self.assertEqual(NODES, len(gs.claims()))
         self.assertEqual([], gs.check())
 
 

@@ -469,12 +469,11 @@ class GrantsBooks:
     def check_books(self):
         """The books, once reconciled with Nova's records as every
         scheduler does periodically, hold on each node what placement
-        holds there, and no node is over its limit."""
+        holds there, every class, each class's capacity is its
+        provider's in placement, and no node is over its limit."""
         self.reconcile()
+        books = {r.state.host: r.state for r in self.gs.hosts()}
         for host in self.HOSTS:
-            used = self.usage()[host]
-            self.assertEqual(
-                (used.vcpus, used.memory_mb, used.disk_gb),
-                self.placement_usage(host),
-            )
+            self.assertEqual(self.placement_held(host), books[host].used)
+            self.assertEqual(self.placement_limits(host), books[host].limit)
         self.assertEqual([], self.over_limit())

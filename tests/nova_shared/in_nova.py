@@ -236,8 +236,12 @@ class GrantsHelpers:
     # -- the books against Nova's records ---------------------------------
 
     def reconcile(self):
-        """What every scheduler's periodic task does."""
-        self.driver.reconcile_claims(nova_context.get_admin_context())
+        """What every scheduler's periodic tasks do: the capacities of the
+        nodes whose provider changed read again, and the claims made what
+        Nova's records say."""
+        context = nova_context.get_admin_context()
+        self.driver.sync_hosts(context)
+        self.driver.reconcile_claims(context)
 
     def claimed(self, host):
         return {c.instance_uuid: c.resources for c in self.gs.claims(host)}
@@ -277,6 +281,31 @@ class GrantsHelpers:
             "/resource_providers/%s/usages" % self.placement_provider(host)
         ).body["usages"]
         return (usages["VCPU"], usages["MEMORY_MB"], usages["DISK_GB"])
+
+    def placement_held(self, host):
+        """``Resources`` of every class placement holds on ``host``'s
+        provider."""
+        usages = self.placement_client.get(
+            "/resource_providers/%s/usages" % self.placement_provider(host)
+        ).body["usages"]
+        return api.Resources.of(usages)
+
+    def placement_limits(self, host):
+        """``Resources``: each class's ``(total - reserved) x
+        allocation_ratio`` in ``host``'s provider inventory."""
+        inventories = self.placement_client.get(
+            "/resource_providers/%s/inventories"
+            % self.placement_provider(host)
+        ).body["inventories"]
+        return api.Resources.of(
+            {
+                name: int(
+                    (inventory["total"] - inventory["reserved"])
+                    * inventory["allocation_ratio"]
+                )
+                for name, inventory in inventories.items()
+            }
+        )
 
     def placement_over_capacity(self):
         """Hosts whose placement usage exceeds their inventory's

@@ -10,6 +10,7 @@ import uuid
 
 from nova import context as nova_context
 
+from grant_scheduler import api
 from tests.nova22.in_nova import base
 from tests.nova_shared import decisions
 
@@ -74,9 +75,6 @@ class BareMetalDecisions(Decisions):
 
     HOSTS = ("host1", "host2")
     compute_driver = "gs_decisions_bare_metal.BareMetalFakeDriver"
-
-    def check_books(self):
-        """Nothing of a bare-metal node is in the books (``placement``)."""
 
     def test_each_node_takes_one_bare_metal_server(self):
         flavor = self.make_flavor(
@@ -226,11 +224,22 @@ class TestGrantsTwoNodeDecisions(
     pass
 
 
-class TestGrantsBareMetalDecisions(BareMetalDecisions, base.GrantsTestBase):
-    def test_no_grant_is_taken_and_nothing_is_in_the_books(self):
+class TestGrantsBareMetalDecisions(
+    _GrantsBooks, BareMetalDecisions, base.GrantsTestBase
+):
+    def test_each_unit_is_granted_claimed_and_in_the_books(self):
         self.test_each_node_takes_one_bare_metal_server()
-        self.assertEqual([], self.gs.grants())
-        self.assertEqual([], list(self.gs.hosts()))
+        unit = api.Resources(CUSTOM_BAREMETAL_GOLD=1)
+        grants = self.gs.grants()
+        self.assertEqual(sorted(self.HOSTS), sorted(g.host for g in grants))
+        self.assertEqual({unit}, {g.resources for g in grants})
+        # Each grant was consumed by its compute's claim.
+        self.assertEqual({"consumed"}, {g.state for g in grants})
+        books = {r.state.host: r for r in self.gs.hosts()}
+        for host in self.HOSTS:
+            self.assertEqual(unit, books[host].state.used)
+            self.assertEqual(unit, books[host].claimed)
+            self.assertEqual(unit, books[host].state.limit)
         self.assertEqual([], self.gs.check())
 
 

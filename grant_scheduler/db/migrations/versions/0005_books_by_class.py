@@ -13,6 +13,9 @@
   the canonical text of each class's amount (``{"VCPU":1,...}``, classes
   of amount zero left out), in place of three columns.
 * The amount columns leave ``gs_hosts``, ``gs_grants`` and ``gs_claims``.
+  SQLite copies the tables to drop them: ``gs_hosts`` keeps
+  AUTOINCREMENT and its counter (a deleted node's id is never given
+  again), ``gs_grants`` its state check.
 
 Live grants and claims keep their amounts, so a grant written before the
 upgrade is consumed by a claim after it, and every node's live grants and
@@ -117,19 +120,21 @@ def _copy_books(bind):
         ),
     )
     for resource_class, name, ratio in CLASSES:
+        # NOTE: every column labelled: SQLAlchemy 1.3 leaves a column or
+        # literal that appears twice out of the SELECT.
         rows = sa_compat.select(
-            hosts.c.id,
-            sa.literal(resource_class, Name),
-            hosts.c[name],
-            hosts.c["reserved_" + name],
-            hosts.c[ratio],
-            sa.literal(1, Amount),
-            hosts.c[name],
-            sa.literal(1, Amount),
-            hosts.c["limit_" + name],
-            hosts.c[name + "_used"],
-            hosts.c["external_" + name],
-            hosts.c["granted_" + name],
+            hosts.c.id.label("host_id"),
+            sa.literal(resource_class, Name).label("resource_class"),
+            hosts.c[name].label("total"),
+            hosts.c["reserved_" + name].label("reserved"),
+            hosts.c[ratio].label("allocation_ratio"),
+            sa.literal(1, Amount).label("min_unit"),
+            hosts.c[name].label("max_unit"),
+            sa.literal(1, Amount).label("step_size"),
+            hosts.c["limit_" + name].label("capacity"),
+            hosts.c[name + "_used"].label("used"),
+            hosts.c["external_" + name].label("external"),
+            hosts.c["granted_" + name].label("granted"),
         )
         bind.execute(
             inventories.insert().from_select(
@@ -163,7 +168,9 @@ def _copy_amounts(bind, name):
         query = sa_compat.select(table.c.id, *(table.c[n] for n in NAMES))
         if last is not None:
             query = query.where(table.c.id > last)
-        found = bind.execute(query.order_by(table.c.id).limit(BATCH)).fetchall()
+        found = bind.execute(
+            query.order_by(table.c.id).limit(BATCH)
+        ).fetchall()
         if not found:
             return
         bind.execute(
@@ -173,16 +180,46 @@ def _copy_amounts(bind, name):
         last = found[-1][0]
 
 
+def _sqlite_counter(bind):
+    """The highest id SQLite ever gave a ``gs_hosts`` row (None when it
+    gave none)."""
+    return bind.execute(
+        sa.text("SELECT seq FROM sqlite_sequence WHERE name = 'gs_hosts'")
+    ).scalar()
+
+
+def _restore_sqlite_counter(bind, counter):
+    """Give the copied ``gs_hosts`` the counter the old table had.
+
+    The copy starts its AUTOINCREMENT counter at the highest id it holds:
+    the ids of the nodes deleted last would be given again, to new nodes
+    that would inherit whatever of theirs a crash left behind.
+    """
+    if counter is None:
+        return
+    bind.execute(
+        sa.text("DELETE FROM sqlite_sequence WHERE name = 'gs_hosts'")
+    )
+    bind.execute(
+        sa.text(
+            "INSERT INTO sqlite_sequence (name, seq) VALUES ('gs_hosts', :seq)"
+        ).bindparams(seq=counter)
+    )
+
+
 def _drop_amounts():
-    # NOTE: SQLite copies each table; gs_hosts keeps AUTOINCREMENT, and
-    # gs_grants its state check, which alembic before 1.7 would leave out
-    # of the copy.
-    sqlite = op.get_bind().dialect.name == "sqlite"
+    # NOTE: SQLite copies each table; gs_hosts keeps AUTOINCREMENT and its
+    # counter, and gs_grants its state check, which alembic before 1.7
+    # would leave out of the copy.
+    bind = op.get_bind()
+    sqlite = bind.dialect.name == "sqlite"
+    counter = _sqlite_counter(bind) if sqlite else None
     with op.batch_alter_table(
         "gs_hosts", table_kwargs={"sqlite_autoincrement": True}
     ) as batch:
         for name in HOST_AMOUNTS + RATIOS:
             batch.drop_column(name)
+    _restore_sqlite_counter(bind, counter)
     for name in ("gs_grants", "gs_claims"):
         with op.batch_alter_table(name) as batch:
             batch.alter_column(
