@@ -165,10 +165,16 @@ class RoomCheck:
     def __call__(self, amount):
         with self.engine.connect() as conn:
             usage = read_usage(conn)
+            custom = {
+                row.name: row.id
+                for row in conn.execute(
+                    sa.text("SELECT id, name FROM resource_classes")
+                )
+            }
+        # NOTE: a class placement has no id for is on no provider.
         wanted = {
-            CLASS_IDS[name]: getattr(amount, field)
-            for name, field in CLASSES
-            if getattr(amount, field)
+            CLASS_IDS.get(name, custom.get(name, name)): value
+            for name, value in amount.items()
         }
         return {
             name
