@@ -13,10 +13,12 @@ from oslo_db.sqlalchemy import test_migrations
 
 from grant_scheduler import api
 from grant_scheduler import exception
+from grant_scheduler import storage
 from grant_scheduler.db import api as db_api
 from grant_scheduler.db import migration
 from grant_scheduler.db import models
 from grant_scheduler.db import sa_compat
+from grant_scheduler.resources import Resources
 from tests import base
 
 # NOTE: alembic 1.4 (Nova 22's) has no ``python -m alembic``.
@@ -208,6 +210,137 @@ class MigrationWalk(base.DatabaseTestCase):
         )
         _assert_only_written_states(self, self.db)
 
+    def _check_0005_books_by_class(self):
+        tables = ("gs_hosts", "gs_inventories", "gs_grants", "gs_claims")
+        with self.db.connect() as conn:
+            inspector = sa.inspect(conn)
+            columns = {
+                table: {c["name"]: c for c in inspector.get_columns(table)}
+                for table in tables
+            }
+            primary_key = inspector.get_pk_constraint("gs_inventories")
+            indexes = {
+                table: {i["name"] for i in inspector.get_indexes(table)}
+                for table in tables
+            }
+            uniques = {
+                table: {
+                    c["name"] for c in inspector.get_unique_constraints(table)
+                }
+                for table in tables
+            }
+            if self.backend == "sqlite":
+                table_sql = dict(
+                    sa_compat.execute_text(
+                        conn,
+                        "SELECT name, sql FROM sqlite_master "
+                        "WHERE type = 'table'",
+                    ).fetchall()
+                )
+            if self.backend == "mysql":
+                engines = dict(
+                    sa_compat.execute_text(
+                        conn,
+                        "SELECT table_name, engine "
+                        "FROM information_schema.tables "
+                        "WHERE table_schema = DATABASE() "
+                        "AND table_name LIKE 'gs\\_%'",
+                    ).fetchall()
+                )
+                collations = dict(
+                    (tuple(row[:2]), row[2])
+                    for row in sa_compat.execute_text(
+                        conn,
+                        "SELECT table_name, column_name, collation_name "
+                        "FROM information_schema.columns "
+                        "WHERE table_schema = DATABASE() "
+                        "AND column_name IN ('resource_class', 'resources')",
+                    ).fetchall()
+                )
+        amounts = (
+            "total reserved min_unit max_unit step_size capacity used "
+            "external granted"
+        ).split()
+        self.assertEqual(
+            {"host_id", "resource_class", "allocation_ratio"} | set(amounts),
+            set(columns["gs_inventories"]),
+        )
+        self.assertEqual(
+            ["host_id", "resource_class"], primary_key["constrained_columns"]
+        )
+        self.assertEqual(
+            [],
+            [c for c in columns["gs_inventories"].values() if c["nullable"]],
+        )
+        # The amounts left the other tables, for ``resources``.
+        self.assertEqual(
+            {
+                "id",
+                "host",
+                "node",
+                "node_uuid",
+                "ticket",
+                "last_grant_ticket",
+                "last_grant_at",
+                "created_at",
+                "updated_at",
+            },
+            set(columns["gs_hosts"]),
+        )
+        for table in ("gs_grants", "gs_claims"):
+            found = columns[table]
+            self.assertFalse(found["resources"]["nullable"])
+            self.assertEqual(
+                set(), {"vcpus", "memory_mb", "disk_gb"} & set(found)
+            )
+        # The tables copied (SQLite) or altered keep their indexes and
+        # unique constraints.
+        # NOTE: MySQL lists unique constraints among the indexes too.
+        self.assertLessEqual({"ix_gs_hosts_updated_at"}, indexes["gs_hosts"])
+        self.assertLessEqual(
+            {
+                "ix_gs_grants_host_id_state",
+                "ix_gs_grants_instance_uuid",
+                "ix_gs_grants_request_id",
+                "ix_gs_grants_state_expires_at",
+            },
+            indexes["gs_grants"],
+        )
+        self.assertLessEqual({"ix_gs_claims_host_id"}, indexes["gs_claims"])
+        self.assertEqual(
+            {
+                "gs_hosts": {"uniq_gs_hosts0host0node"},
+                "gs_inventories": set(),
+                "gs_grants": {"uniq_gs_grants0host_id0ticket"},
+                "gs_claims": {"uniq_gs_claims0instance_uuid0host_id"},
+            },
+            uniques,
+        )
+        if self.backend == "sqlite":
+            # A deleted host's id is never given to a new one, and the copy
+            # of gs_grants kept the state check.
+            self.assertIn("AUTOINCREMENT", table_sql["gs_hosts"])
+            self.assertIn("ck_gs_grants_state", table_sql["gs_grants"])
+        else:
+            for name in amounts:
+                self.assertIsInstance(
+                    columns["gs_inventories"][name]["type"], sa.BigInteger
+                )
+        if self.backend == "mysql":
+            self.assertEqual(
+                dict.fromkeys(tables, "InnoDB"),
+                {table: engines[table] for table in tables},
+            )
+            self.assertEqual(
+                {
+                    ("gs_inventories", "resource_class"): "utf8mb4_bin",
+                    ("gs_grants", "resources"): "utf8mb4_bin",
+                    ("gs_claims", "resources"): "utf8mb4_bin",
+                },
+                collations,
+            )
+        _assert_only_written_states(self, self.db)
+
 
 @base.with_scenarios(base.ALL_BACKENDS)
 class ModelsMigrationsSync(
@@ -271,10 +404,67 @@ class UpgradeWithData(base.DatabaseTestCase):
             getattr(self, "_verify_%s" % earlier)()
         gs = api.GrantScheduler(self.db)
         self.assertEqual([], gs.check())
+        # The live grants written before 0005 are consumed by claims after
+        # it, of exactly their amounts: the one of no instance is found by
+        # its request and the text of its resources alone.
+        for instance_uuid, amount, request_id, ticket in (
+            (SEEDED4["won"], Resources(2, 2048, 20), None, 2),
+            (SEEDED4["unnamed"], Resources(1, 512, 0), "req-seeded4", 3),
+        ):
+            outcome = gs.claim(
+                instance_uuid,
+                "seeded4",
+                "seeded4-node",
+                amount,
+                request_id=request_id,
+            )
+            self.assertEqual(
+                (storage.CLAIM_BY_GRANT, ticket, amount),
+                (outcome.how, outcome.grant_ticket, outcome.resources),
+            )
+        with self.db.connect() as conn:
+            books = _inventories(conn, "seeded4")
+            grants = _grant_texts(conn, "seed-0004")
+            claims = _claim_texts(conn, "seeded4")
+        # Both moved from live grants into usage.
+        claimed = _plus(
+            SEEDED4_BOOKS, used=(3, 2560, 20), granted=(-3, -2560, -20)
+        )
+        self.assertEqual(claimed, books)
+        self.assertEqual(
+            {
+                1: ("consumed", SEEDED4["claimed"], None, TEXT_4_4096_40),
+                2: ("consumed", SEEDED4["won"], None, TEXT_2_2048_20),
+                3: ("consumed", None, "req-seeded4", TEXT_1_512),
+            },
+            grants,
+        )
+        self.assertEqual(
+            {
+                SEEDED4["claimed"]: (1, TEXT_4_4096_40),
+                SEEDED4["rechecked"]: (None, TEXT_1_1024),
+                SEEDED4["won"]: (2, TEXT_2_2048_20),
+                SEEDED4["unnamed"]: (3, TEXT_1_512),
+            },
+            claims,
+        )
+        # New grants fit within the capacity 0005 carried over, and no
+        # further: of disk's (200 - 10) x 0.75 = 142 (rounded down), the
+        # 77 GB not used hold 12 instances of 6 GB, not 13.
+        self.assertEqual(12, _grants_until_full(gs, "seeded4", 1, 1024, 6))
+        with self.db.connect() as conn:
+            books = _inventories(conn, "seeded4")
+        self.assertEqual(_plus(claimed, granted=(12, 12288, 72)), books)
+        self.assertEqual([], gs.check())
         [selection] = gs.schedule(1, 1024, 10)
         self.assertEqual("seeded", selection.host)
         gs.claim(SEEDED_WON, "seeded", "seeded-node")
         gs.claim(SEEDED_PENDING, "seeded", "seeded-node")
+        outcome = gs.claim(SEEDED5_WON, "seeded5", "seeded5-node")
+        self.assertEqual(
+            (storage.CLAIM_BY_GRANT, Resources(CUSTOM_BAREMETAL_GOLD=1)),
+            (outcome.how, outcome.resources),
+        )
         self.assertEqual([], gs.check())
 
     def _seed_0001_initial_schema(self):
@@ -322,7 +512,7 @@ class UpgradeWithData(base.DatabaseTestCase):
                     )
                 )
             conn.execute(
-                models.claims.insert().values(
+                _OLD_CLAIMS.insert().values(
                     instance_uuid=SEEDED_CLAIMED,
                     host_id=host_id,
                     vcpus=2,
@@ -371,7 +561,7 @@ class UpgradeWithData(base.DatabaseTestCase):
             ).scalar()
             for ticket, state in ((10, "pending"), (11, "lost")):
                 conn.execute(
-                    models.grants.insert().values(
+                    _OLD_GRANTS.insert().values(
                         host_id=host_id,
                         ticket=ticket,
                         instance_uuid=SEEDED_UNWRITTEN[state],
@@ -386,7 +576,166 @@ class UpgradeWithData(base.DatabaseTestCase):
                 )
 
     def _seed_0004_grant_states_written(self):
-        """Nothing new to seed: the verification reads what 0004 made."""
+        """A node with everything 0005 moves to books by class: reserved
+        amounts and ratios other than 1.0 (the limits their rounded down
+        product), live grants (one of no instance and no disk), a consumed
+        grant and its claim, a claim of no grant, and usage no claim
+        accounts for; and a node deleted, whose id no later node gets."""
+        now = self.db.now()
+        with self.db.writer() as conn:
+            host_id = conn.execute(
+                _OLD_HOSTS.insert().values(
+                    host="seeded4",
+                    node="seeded4-node",
+                    vcpus=8,
+                    memory_mb=16384,
+                    disk_gb=200,
+                    reserved_vcpus=1,
+                    reserved_memory_mb=512,
+                    reserved_disk_gb=10,
+                    cpu_allocation_ratio=4.0,
+                    ram_allocation_ratio=1.5,
+                    disk_allocation_ratio=0.75,
+                    limit_vcpus=28,
+                    limit_memory_mb=23808,
+                    limit_disk_gb=142,
+                    # The two claims below, and the external usage.
+                    vcpus_used=6,
+                    memory_mb_used=5376,
+                    disk_gb_used=45,
+                    external_vcpus=1,
+                    external_memory_mb=256,
+                    external_disk_gb=5,
+                    # The two live grants below.
+                    granted_vcpus=3,
+                    granted_memory_mb=2560,
+                    granted_disk_gb=20,
+                    ticket=3,
+                    last_grant_ticket=1,
+                    last_grant_at=now,
+                    created_at=now,
+                    updated_at=now,
+                )
+            ).inserted_primary_key[0]
+            for ticket, state, uuid, request_id, amounts in (
+                (1, "consumed", SEEDED4["claimed"], None, (4, 4096, 40)),
+                (2, "won", SEEDED4["won"], None, (2, 2048, 20)),
+                (3, "won", None, "req-seeded4", (1, 512, 0)),
+            ):
+                conn.execute(
+                    _OLD_GRANTS.insert().values(
+                        host_id=host_id,
+                        ticket=ticket,
+                        instance_uuid=uuid,
+                        request_id=request_id,
+                        scheduler="seed-0004",
+                        state=state,
+                        created_at=now,
+                        expires_at=self.db.now(600),
+                        consumed_at=now if state == "consumed" else None,
+                        **dict(zip(DIMENSIONS, amounts)),
+                    )
+                )
+            for uuid, ticket, amounts in (
+                (SEEDED4["claimed"], 1, (4, 4096, 40)),
+                (SEEDED4["rechecked"], None, (1, 1024, 0)),
+            ):
+                conn.execute(
+                    _OLD_CLAIMS.insert().values(
+                        instance_uuid=uuid,
+                        host_id=host_id,
+                        grant_ticket=ticket,
+                        created_at=now,
+                        **dict(zip(DIMENSIONS, amounts)),
+                    )
+                )
+        with self.db.writer() as conn:
+            self.deleted_host_id = conn.execute(
+                _OLD_HOSTS.insert().values(
+                    host="deleted4",
+                    node="deleted4-node",
+                    cpu_allocation_ratio=1.0,
+                    ram_allocation_ratio=1.0,
+                    disk_allocation_ratio=1.0,
+                    ticket=0,
+                    last_grant_ticket=0,
+                    created_at=now,
+                    **{name: 0 for name in _OLD_HOST_AMOUNTS},
+                )
+            ).inserted_primary_key[0]
+        with self.db.writer() as conn:
+            conn.execute(
+                _OLD_HOSTS.delete().where(
+                    _OLD_HOSTS.c.id == self.deleted_host_id
+                )
+            )
+
+    def _seed_0005_books_by_class(self):
+        """An Ironic node, whose one class is its own (none of the three),
+        and a live grant of it."""
+        now = self.db.now()
+        with self.db.writer() as conn:
+            host_id = conn.execute(
+                models.hosts.insert().values(
+                    host="seeded5",
+                    node="seeded5-node",
+                    ticket=1,
+                    last_grant_ticket=0,
+                    created_at=now,
+                    updated_at=now,
+                )
+            ).inserted_primary_key[0]
+            conn.execute(
+                models.inventories.insert().values(
+                    host_id=host_id,
+                    resource_class="CUSTOM_BAREMETAL_GOLD",
+                    total=1,
+                    reserved=0,
+                    allocation_ratio=1.0,
+                    min_unit=1,
+                    max_unit=1,
+                    step_size=1,
+                    capacity=1,
+                    used=0,
+                    external=0,
+                    granted=1,
+                )
+            )
+            conn.execute(
+                models.grants.insert().values(
+                    host_id=host_id,
+                    ticket=1,
+                    instance_uuid=SEEDED5_WON,
+                    scheduler="seed-0005",
+                    resources=models.encode(
+                        Resources(CUSTOM_BAREMETAL_GOLD=1)
+                    ),
+                    state="won",
+                    created_at=now,
+                    expires_at=self.db.now(600),
+                )
+            )
+
+    def _verify_0005_books_by_class(self):
+        with self.db.connect() as conn:
+            host_id = conn.execute(
+                sa_compat.select(models.hosts.c.id).where(
+                    models.hosts.c.host == "seeded5"
+                )
+            ).scalar()
+            books = _inventories(conn, "seeded5")
+            grants = _grant_texts(conn, "seed-0005")
+        # A deleted node's id is not given to a new node (SQLite's copy of
+        # gs_hosts in 0005 kept its AUTOINCREMENT counter).
+        self.assertGreater(host_id, self.deleted_host_id)
+        self.assertEqual(
+            {"CUSTOM_BAREMETAL_GOLD": (1, 0, 1.0, 1, 1, 1, 1, 0, 0, 1)},
+            books,
+        )
+        self.assertEqual(
+            {1: ("won", SEEDED5_WON, None, '{"CUSTOM_BAREMETAL_GOLD":1}')},
+            grants,
+        )
 
     def _verify_0004_grant_states_written(self):
         with self.db.connect() as conn:
@@ -394,6 +743,8 @@ class UpgradeWithData(base.DatabaseTestCase):
                 conn.execute(
                     sa_compat.select(
                         models.grants.c.instance_uuid, models.grants.c.state
+                    ).where(
+                        models.grants.c.scheduler.in_(("seed", "seed-0003"))
                     )
                 ).fetchall()
             )
@@ -407,14 +758,49 @@ class UpgradeWithData(base.DatabaseTestCase):
             states,
         )
         _assert_only_written_states(self, self.db)
+        # What 0005 made of the node seeded here (this runs from 0005 on).
+        with self.db.connect() as conn:
+            books = _inventories(conn, "seeded4")
+            host = conn.execute(
+                sa_compat.select(
+                    models.hosts.c.ticket, models.hosts.c.last_grant_ticket
+                ).where(models.hosts.c.host == "seeded4")
+            ).fetchone()
+            grants = _grant_texts(conn, "seed-0004")
+            claims = _claim_texts(conn, "seeded4")
+            deleted = conn.execute(
+                sa_compat.select(sa.func.count()).where(
+                    models.inventories.c.host_id == self.deleted_host_id
+                )
+            ).scalar()
+        self.assertEqual(SEEDED4_BOOKS, books)
+        self.assertEqual((3, 1), tuple(host))
+        # The amounts of grants and claims, as ``models.encode`` writes
+        # them: a class of amount zero is left out.
+        self.assertEqual(
+            {
+                1: ("consumed", SEEDED4["claimed"], None, TEXT_4_4096_40),
+                2: ("won", SEEDED4["won"], None, TEXT_2_2048_20),
+                3: ("won", None, "req-seeded4", TEXT_1_512),
+            },
+            grants,
+        )
+        self.assertEqual(
+            {
+                SEEDED4["claimed"]: (1, TEXT_4_4096_40),
+                SEEDED4["rechecked"]: (None, TEXT_1_1024),
+            },
+            claims,
+        )
+        # The deleted node's id went to no later node.
+        self.assertEqual(0, deleted)
+        if migration.current_revision(self.db) == migration.head_revision():
+            # The code at head finds usage and live grants as they were.
+            self.assertEqual([], api.GrantScheduler(self.db).check())
 
     def _verify_0003_grants_in_write(self):
         with self.db.connect() as conn:
-            host = conn.execute(
-                sa_compat.select(models.hosts).where(
-                    models.hosts.c.host == "seeded"
-                )
-            ).fetchone()
+            books = _standard_books(conn, self.db, "seeded")
             states = dict(
                 conn.execute(
                     sa_compat.select(
@@ -427,23 +813,10 @@ class UpgradeWithData(base.DatabaseTestCase):
                     models.grants.c.expires_at.is_(None)
                 )
             ).fetchall()
-        self.assertEqual(
-            (16, 32768, 500),
-            (host.limit_vcpus, host.limit_memory_mb, host.limit_disk_gb),
-        )
+        self.assertEqual((16, 32768, 500), books["capacity"])
         # The won grant and the undecided one are live; the lost one went.
-        self.assertEqual(
-            (4, 8192, 80),
-            (host.granted_vcpus, host.granted_memory_mb, host.granted_disk_gb),
-        )
-        self.assertEqual(
-            (0, 0, 0),
-            (
-                host.external_vcpus,
-                host.external_memory_mb,
-                host.external_disk_gb,
-            ),
-        )
+        self.assertEqual((4, 8192, 80), books["granted"])
+        self.assertEqual((0, 0, 0), books["external"])
         self.assertEqual(
             {
                 SEEDED_CLAIMED: "consumed",
@@ -464,6 +837,8 @@ class UpgradeWithData(base.DatabaseTestCase):
                     )
                 ).scalar(),
             )
+            if _at_or_after(self.db, BOOKS_BY_CLASS):
+                self.assertEqual(SEEDED2_BOOKS, _inventories(conn, "seeded2"))
 
     def _verify_0001_initial_schema(self):
         with self.db.connect() as conn:
@@ -471,18 +846,14 @@ class UpgradeWithData(base.DatabaseTestCase):
                 sa_compat.select(
                     *(
                         _OLD_HOSTS.c[name]
-                        for name in (
-                            "vcpus",
-                            "vcpus_used",
-                            "ticket",
-                            "created_at",
-                            "updated_at",
-                        )
+                        for name in ("ticket", "created_at", "updated_at")
                     )
                 ).where(_OLD_HOSTS.c.host == "seeded")
             ).fetchone()
+            books = _standard_books(conn, self.db, "seeded")
             self.assertEqual(
-                (16, 2, 4), (host.vcpus, host.vcpus_used, host.ticket)
+                (16, 2, 4),
+                (books["total"][0], books["used"][0], host.ticket),
             )
             revision = migration.current_revision(self.db)
             if revision != "0001_initial_schema":
@@ -504,9 +875,31 @@ class UpgradeWithData(base.DatabaseTestCase):
                 [
                     row[0]
                     for row in conn.execute(
-                        sa_compat.select(models.claims.c.instance_uuid)
+                        sa_compat.select(models.claims.c.instance_uuid).where(
+                            models.claims.c.host_id
+                            == sa_compat.scalar_subquery(
+                                sa_compat.select(_OLD_HOSTS.c.id).where(
+                                    _OLD_HOSTS.c.host == "seeded"
+                                )
+                            )
+                        )
                     )
                 ],
+            )
+            if not _at_or_after(self.db, BOOKS_BY_CLASS):
+                return
+            self.assertEqual(SEEDED_BOOKS, _inventories(conn, "seeded"))
+            self.assertEqual(
+                {
+                    1: ("consumed", SEEDED_CLAIMED, None, TEXT_2_4096_40),
+                    2: ("won", SEEDED_WON, None, TEXT_2_4096_40),
+                    3: ("won", SEEDED_PENDING, None, TEXT_2_4096_40),
+                },
+                _grant_texts(conn, "seed"),
+            )
+            self.assertEqual(
+                {SEEDED_CLAIMED: (1, TEXT_2_4096_40)},
+                _claim_texts(conn, "seeded"),
             )
 
 
@@ -518,20 +911,208 @@ SEEDED_UNWRITTEN = {
     "pending": "4f4e4d4c-4b4a-4949-8847-464544434241",
     "lost": "5f5e5d5c-5b5a-4959-8857-565554535251",
 }
+SEEDED4 = {
+    "claimed": "6f6e6d6c-6b6a-4969-8867-666564636261",
+    "won": "7f7e7d7c-7b7a-4979-8877-767574737271",
+    "rechecked": "8f8e8d8c-8b8a-4989-8887-868584838281",
+    "unnamed": "9f9e9d9c-9b9a-4999-8897-969594939291",
+}
+SEEDED5_WON = "af0e0d0c-0b0a-4909-8807-0605040302a1"
+
+BOOKS_BY_CLASS = "0005_books_by_class"
+DIMENSIONS = ("vcpus", "memory_mb", "disk_gb")
+STANDARD_CLASSES = ("VCPU", "MEMORY_MB", "DISK_GB")
+INVENTORY_FIELDS = (
+    "total",
+    "reserved",
+    "allocation_ratio",
+    "min_unit",
+    "max_unit",
+    "step_size",
+    "capacity",
+    "used",
+    "external",
+    "granted",
+)
+# The gs_hosts columns before 0005 of what became inventory fields.
+_OLD_HOST_FIELDS = {
+    "total": "%s",
+    "capacity": "limit_%s",
+    "used": "%s_used",
+    "external": "external_%s",
+    "granted": "granted_%s",
+}
+
+# The gs_inventories rows 0005 writes for the seeded nodes, every field
+# (``_inventories``): each amount, reserved amount and ratio its class's
+# inventory, one instance no larger than the node (``max_unit``), and the
+# limit, usage, external usage and live grants the class's capacity,
+# used, external and granted.
+SEEDED_BOOKS = {
+    # total, reserved, allocation_ratio, min_unit, max_unit, step_size,
+    # capacity, used, external, granted
+    "VCPU": (16, 0, 1.0, 1, 16, 1, 16, 2, 0, 4),
+    "MEMORY_MB": (32768, 0, 1.0, 1, 32768, 1, 32768, 4096, 0, 8192),
+    "DISK_GB": (500, 0, 1.0, 1, 500, 1, 500, 40, 0, 80),
+}
+# A class of total zero is a row that admits nothing.
+SEEDED2_BOOKS = {
+    "VCPU": (1, 0, 1.0, 1, 1, 1, 1, 0, 0, 0),
+    "MEMORY_MB": (1, 0, 1.0, 1, 1, 1, 1, 0, 0, 0),
+    "DISK_GB": (0, 0, 1.0, 1, 0, 1, 0, 0, 0, 0),
+}
+# Reserved amounts and ratios other than 1.0: the capacity is the limit
+# 0004 held, (total - reserved) x ratio rounded down.
+SEEDED4_BOOKS = {
+    "VCPU": (8, 1, 4.0, 1, 8, 1, 28, 6, 1, 3),
+    "MEMORY_MB": (16384, 512, 1.5, 1, 16384, 1, 23808, 5376, 256, 2560),
+    "DISK_GB": (200, 10, 0.75, 1, 200, 1, 142, 45, 5, 20),
+}
+
+# The canonical text of each amount the seeds wrote (``models.encode``).
+TEXT_2_4096_40 = '{"VCPU":2,"MEMORY_MB":4096,"DISK_GB":40}'
+TEXT_4_4096_40 = '{"VCPU":4,"MEMORY_MB":4096,"DISK_GB":40}'
+TEXT_2_2048_20 = '{"VCPU":2,"MEMORY_MB":2048,"DISK_GB":20}'
+TEXT_1_512 = '{"VCPU":1,"MEMORY_MB":512}'
+TEXT_1_1024 = '{"VCPU":1,"MEMORY_MB":1024}'
+
+
+def _at_or_after(database, revision):
+    """Whether the schema of ``database`` is at ``revision`` or later."""
+    revisions = _revisions_oldest_first()
+    current = migration.current_revision(database)
+    return revisions.index(current) >= revisions.index(revision)
+
+
+def _inventories(conn, host):
+    """The gs_inventories rows of the node of ``host``: ``{resource
+    class: (every field, in the order of INVENTORY_FIELDS)}``."""
+    inventories = models.inventories
+    found = conn.execute(
+        sa_compat.select(
+            inventories.c.resource_class,
+            *(inventories.c[name] for name in INVENTORY_FIELDS),
+        )
+        .select_from(
+            inventories.join(
+                models.hosts, models.hosts.c.id == inventories.c.host_id
+            )
+        )
+        .where(models.hosts.c.host == host)
+    ).fetchall()
+    return {row[0]: tuple(row[1:]) for row in found}
+
+
+def _plus(books, **amounts):
+    """``books`` (as ``_inventories`` reads them) with amounts added to
+    fields, class by class: ``used=(VCPU, MEMORY_MB, DISK_GB)``."""
+    added = {}
+    for index, name in enumerate(STANDARD_CLASSES):
+        row = list(books[name])
+        for field, values in amounts.items():
+            row[INVENTORY_FIELDS.index(field)] += values[index]
+        added[name] = tuple(row)
+    return added
+
+
+def _standard_books(conn, database, host):
+    """The node's total, capacity, usage, usage no claim accounts for and
+    live grants, each as ``(VCPU, MEMORY_MB, DISK_GB)``, read from the
+    schema the database is at: the gs_hosts row's columns before 0005,
+    its gs_inventories rows since."""
+    if _at_or_after(database, BOOKS_BY_CLASS):
+        books = _inventories(conn, host)
+        return {
+            field: tuple(
+                books[name][INVENTORY_FIELDS.index(field)]
+                for name in STANDARD_CLASSES
+            )
+            for field in _OLD_HOST_FIELDS
+        }
+    columns = {
+        field: [pattern % name for name in DIMENSIONS]
+        for field, pattern in _OLD_HOST_FIELDS.items()
+    }
+    if not _at_or_after(database, "0003_grants_in_write"):
+        for field in ("capacity", "external", "granted"):
+            del columns[field]
+    row = conn.execute(
+        sa_compat.select(
+            *(
+                _OLD_HOSTS.c[name]
+                for names in columns.values()
+                for name in names
+            )
+        ).where(_OLD_HOSTS.c.host == host)
+    ).fetchone()
+    row = sa_compat.mapping(row)
+    return {
+        field: tuple(row[name] for name in names)
+        for field, names in columns.items()
+    }
+
+
+def _grant_texts(conn, scheduler):
+    """``{ticket: (state, instance uuid, request id, resources)}`` of the
+    grants ``scheduler`` wrote."""
+    grants = models.grants
+    return {
+        row[0]: tuple(row[1:])
+        for row in conn.execute(
+            sa_compat.select(
+                grants.c.ticket,
+                grants.c.state,
+                grants.c.instance_uuid,
+                grants.c.request_id,
+                grants.c.resources,
+            ).where(grants.c.scheduler == scheduler)
+        )
+    }
+
+
+def _claim_texts(conn, host):
+    """``{instance uuid: (grant ticket, resources)}`` of the claims on
+    the node of ``host``."""
+    claims, hosts = models.claims, models.hosts
+    return {
+        row[0]: tuple(row[1:])
+        for row in conn.execute(
+            sa_compat.select(
+                claims.c.instance_uuid,
+                claims.c.grant_ticket,
+                claims.c.resources,
+            )
+            .select_from(claims.join(hosts, hosts.c.id == claims.c.host_id))
+            .where(hosts.c.host == host)
+        )
+    }
+
+
+def _grants_until_full(gs, host, vcpus, memory_mb, disk_gb):
+    """How many grants of one size the node of ``host`` takes, one
+    request at a time, before NoValidHost."""
+    for placed in range(1000):
+        try:
+            gs.schedule(vcpus, memory_mb, disk_gb, force_hosts=[host])
+        except exception.NoValidHost:
+            return placed
+    raise AssertionError("%s took 1000 grants and more" % host)
 
 
 def _assert_only_written_states(test, database):
     """The state check admits the states the product writes, no other."""
-    grants = models.grants
     values = dict(
         host_id=999999,
         scheduler="check",
-        vcpus=1,
-        memory_mb=1,
-        disk_gb=1,
         created_at=database.now(),
         expires_at=database.now(600),
     )
+    if _at_or_after(database, BOOKS_BY_CLASS):
+        grants = models.grants
+        values.update(resources=models.encode(Resources(1, 1, 1)))
+    else:
+        grants = _OLD_GRANTS
+        values.update(vcpus=1, memory_mb=1, disk_gb=1)
     for ticket, state in enumerate(("pending", "lost", "granted")):
         with test.subTest(state=state):
             # NOTE: MariaDB's refusal (4025) is not one oslo.db translates.
@@ -550,7 +1131,20 @@ def _assert_only_written_states(test, database):
         conn.execute(grants.delete().where(grants.c.host_id == 999999))
 
 
-# The tables as revisions 0001 and 0002 had them, for the seeds.
+# The tables as revisions before 0005 had them, for the seeds: the union
+# of their columns (a seed names those of its revision).
+_OLD_HOST_AMOUNTS = [
+    pattern % name
+    for pattern in (
+        "%s",
+        "reserved_%s",
+        "%s_used",
+        "limit_%s",
+        "external_%s",
+        "granted_%s",
+    )
+    for name in DIMENSIONS
+]
 _OLD_HOSTS = sa.Table(
     "gs_hosts",
     sa.MetaData(),
@@ -558,12 +1152,11 @@ _OLD_HOSTS = sa.Table(
     *(
         sa.Column(name)
         for name in (
-            "host node vcpus memory_mb disk_gb reserved_vcpus "
-            "reserved_memory_mb reserved_disk_gb cpu_allocation_ratio "
-            "ram_allocation_ratio disk_allocation_ratio vcpus_used "
-            "memory_mb_used disk_gb_used ticket last_grant_ticket generation "
-            "created_at updated_at"
+            "host node cpu_allocation_ratio ram_allocation_ratio "
+            "disk_allocation_ratio ticket last_grant_ticket last_grant_at "
+            "generation created_at updated_at"
         ).split()
+        + _OLD_HOST_AMOUNTS
     ),
 )
 _OLD_GRANTS = sa.Table(
@@ -573,8 +1166,20 @@ _OLD_GRANTS = sa.Table(
     *(
         sa.Column(name)
         for name in (
-            "host_id ticket instance_uuid scheduler vcpus memory_mb disk_gb "
-            "state created_at"
+            "host_id ticket instance_uuid request_id scheduler vcpus "
+            "memory_mb disk_gb state created_at expires_at consumed_at"
+        ).split()
+    ),
+)
+_OLD_CLAIMS = sa.Table(
+    "gs_claims",
+    sa.MetaData(),
+    sa.Column("id", sa.Integer, primary_key=True),
+    *(
+        sa.Column(name)
+        for name in (
+            "instance_uuid host_id vcpus memory_mb disk_gb grant_ticket "
+            "created_at"
         ).split()
     ),
 )
