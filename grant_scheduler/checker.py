@@ -17,7 +17,6 @@ I4 (no leak)
 import dataclasses
 
 
-
 @dataclasses.dataclass(frozen=True)
 class Violation:
     invariant: str

@@ -101,7 +101,9 @@ def inventory(name, value):
     checked = Inventory(
         total=amount(name + " total", value.total, 0),
         reserved=amount(name + " reserved", value.reserved, 0),
-        allocation_ratio=ratio(name + " allocation_ratio", value.allocation_ratio),
+        allocation_ratio=ratio(
+            name + " allocation_ratio", value.allocation_ratio
+        ),
         min_unit=amount(name + " min_unit", value.min_unit, 1),
         max_unit=amount(name + " max_unit", value.max_unit, 0),
         step_size=amount(name + " step_size", value.step_size, 1),

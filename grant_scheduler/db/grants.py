@@ -287,9 +287,7 @@ def withdraw_live(conn, db, instance_uuid):
     """``withdraw_instance`` inside the caller's transaction (a claim's:
     the instance is built, its other live grants go with it)."""
     found = conn.execute(
-        sa_compat.select(
-            GRANTS.c.host_id, GRANTS.c.ticket, GRANTS.c.resources
-        )
+        sa_compat.select(GRANTS.c.host_id, GRANTS.c.ticket, GRANTS.c.resources)
         .where(
             sa.and_(
                 GRANTS.c.instance_uuid == instance_uuid,

@@ -271,7 +271,9 @@ def granted_by_node(db, conn):
             INVENTORIES.c.resource_class,
             INVENTORIES.c.granted,
         )
-        .select_from(HOSTS.join(INVENTORIES, INVENTORIES.c.host_id == HOSTS.c.id))
+        .select_from(
+            HOSTS.join(INVENTORIES, INVENTORIES.c.host_id == HOSTS.c.id)
+        )
         .where(INVENTORIES.c.granted != 0)
     )
     granted = {}
@@ -341,7 +343,9 @@ def reports(db, conn):
         )
         for row, books in _gathered(node_rows)
     ]
-    return sorted(found, key=lambda report: (report.state.host, report.state.node))
+    return sorted(
+        found, key=lambda report: (report.state.host, report.state.node)
+    )
 
 
 @db_api.reader

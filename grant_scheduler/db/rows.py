@@ -140,9 +140,7 @@ def _class_fits(name, value, minus):
     """One class of ``HostState.fits`` on an inventory row."""
     return sa.and_(
         INVENTORIES.c.resource_class == name,
-        INVENTORIES.c.used
-        + INVENTORIES.c.granted
-        + (value - minus[name])
+        INVENTORIES.c.used + INVENTORIES.c.granted + (value - minus[name])
         <= INVENTORIES.c.capacity,
         INVENTORIES.c.min_unit <= value,
         INVENTORIES.c.max_unit >= value,
@@ -202,7 +200,9 @@ def _admitting(host_id, resources, minus):
     )
 
 
-def take(conn, db, host_id, resources, minus=NOTHING, used=NOTHING, granted=NOTHING):
+def take(
+    conn, db, host_id, resources, minus=NOTHING, used=NOTHING, granted=NOTHING
+):
     """Move the node's ``used`` and ``granted`` if ``resources`` fits
     there (``HostState.fits``, with ``minus`` given back first), in one
     conditional ``UPDATE`` of its inventory rows: every row or none.

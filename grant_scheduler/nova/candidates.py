@@ -166,7 +166,10 @@ class BuiltRequests:
     def offers(self, rp_uuid):
         """Whether the node is among the providers placement would offer
         for the request: its candidates once fetched, else every node
-        the books have room on."""
+        the books have room on (a node without a uuid has no provider,
+        and is never offered)."""
+        if rp_uuid is None:
+            return False
         fetched = self._candidates()
         if fetched is not None:
             return rp_uuid in fetched

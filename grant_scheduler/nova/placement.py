@@ -52,6 +52,7 @@ from grant_scheduler.nova import compat
 
 LOG = logging.getLogger(__name__)
 
+
 def granted_amount(allocation_request, node_uuid):
     """The ``Resources`` an allocation request takes from one node's own
     provider, every class (a volume-backed server takes no DISK_GB there,

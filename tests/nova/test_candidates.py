@@ -99,6 +99,14 @@ class TestBuiltRequests(unittest.TestCase):
         self.assertNotIn("rp-a", requests)
         self.assertEqual([("rp-a", api.Resources(1, 512, 10))], asked)
 
+    def test_a_node_without_a_uuid_is_never_offered(self):
+        # A compute node record without a uuid has no provider: placement
+        # never offers it, and a Selection refuses a null uuid.
+        self.assertNotIn(None, self.requests)
+        self.assertFalse(self.requests.offers(None))
+        self.requests.refuse("rp-a")
+        self.assertNotIn(None, self.requests)
+
     def test_no_candidates_after_a_refusal_leaves_no_host(self):
         self.fetched = {}
         self.requests.refuse("rp-a")
@@ -160,12 +168,27 @@ class TestWhatIsBuilt(unittest.TestCase):
         ):
             with self.subTest(extra=extra):
                 self.assertIsNone(self.amounts(resources + "&" + extra))
-        for other in ("PCPU%3A2", "VGPU%3A1", "CUSTOM_X%3A1"):
-            with self.subTest(resource=other):
-                self.assertIsNone(
-                    self.amounts("resources=MEMORY_MB%3A512%2C" + other)
-                )
         self.assertIsNone(self.amounts("limit=1000"))
+
+    def test_any_class_of_the_unnumbered_group_is_built(self):
+        # PCPU, a child provider's VGPU (its refusal then asks placement)
+        # and an Ironic flavour's custom class alone.
+        for query, amounts in (
+            (
+                "resources=MEMORY_MB%3A512%2CPCPU%3A2",
+                {"MEMORY_MB": 512, "PCPU": 2},
+            ),
+            (
+                "resources=MEMORY_MB%3A512%2CVGPU%3A1",
+                {"MEMORY_MB": 512, "VGPU": 1},
+            ),
+            (
+                "resources=CUSTOM_BAREMETAL_GOLD%3A1",
+                {"CUSTOM_BAREMETAL_GOLD": 1},
+            ),
+        ):
+            with self.subTest(query=query):
+                self.assertEqual(amounts, self.amounts(query))
 
     def test_turned_off_nothing_is_built(self):
         self.assertIsNone(

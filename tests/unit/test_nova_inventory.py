@@ -72,9 +72,7 @@ class TestCapacityFrom(unittest.TestCase):
         self.assertEqual(
             api.Resources(56, CUSTOM_BAREMETAL_GOLD=1), capacity.limit()
         )
-        self.assertEqual(
-            ["VCPU", "CUSTOM_BAREMETAL_GOLD"], capacity.classes()
-        )
+        self.assertEqual(["VCPU", "CUSTOM_BAREMETAL_GOLD"], capacity.classes())
 
     def test_disk_from_a_sharing_provider_counts_nothing_here(self):
         capacity = inventory.capacity_from(
