@@ -1,13 +1,21 @@
 """``MemoryStore``: the whole ``storage.Store`` in memory, for tests.
 
 It does what the SQL store (``grant_scheduler.db.store.Store``) does, method
-by method, on plain dictionaries: the same fit rule (``HostState.fits``:
-``used + granted + R <= limit`` and ``R <= total``), tickets, fall-over
-across candidates (the first candidate that fits; the database's choice
-of a row no other grant holds is not modelled), withdrawal, claims by
-grant, by re-check and repeated, release, correction, the reaper by each
-reason, and the inspection reads.  Each method is one transaction: what it
-raises undoes what it wrote.  ``tests/unit/test_store_conformance.py`` and
+by method, on plain dictionaries, with the node's books by resource class:
+the same fit rule (``HostState.fits``: every class of ``R`` offered and
+within its inventory's units, ``min_unit``, ``max_unit`` and
+``step_size``, and ``used + granted + R <= limit`` class by class), a
+grant of every class or none, tickets, fall-over across candidates (the
+first candidate that fits; the database's choice of a row no other grant
+holds is not modelled), withdrawal, claims by grant, by re-check (the
+same rule, the grant held given back first) and repeated, release,
+correction, the reaper by each reason, and the inspection reads.  As the
+SQL store's inventory rows, a node's books keep a class its capacity does
+not offer (``NO_CAPACITY``) while anything is counted in it: a report
+that drops a class still used, externally used or granted, or usage or
+grants moved into a class the books lack (a correction counting what
+runs there).  Each method is one transaction: what it raises undoes what
+it wrote.  ``tests/unit/test_store_conformance.py`` and
 ``tests/functional/test_store_conformance.py`` run the same scenarios
 against both stores and compare the results, so the two cannot drift.
 
@@ -32,13 +40,36 @@ from grant_scheduler import decision
 from grant_scheduler import exception
 from grant_scheduler import storage
 from grant_scheduler.resources import NOTHING
+from grant_scheduler.resources import Capacity
 from grant_scheduler.resources import HostState
+from grant_scheduler.resources import Inventory
 
 EPOCH = datetime.datetime(2026, 1, 1)
 """The clock's start: the nodes a store is built with are stamped one
 second apart after it, in their order."""
 
 _TICK = datetime.timedelta(microseconds=1)
+
+NO_CAPACITY = Inventory(total=0, max_unit=0)
+"""The inventory of a class the node's books hold but its capacity does
+not offer (the SQL store's row of no capacity): nothing of it fits."""
+
+
+def _kept(capacity, *amounts):
+    """``capacity`` with ``NO_CAPACITY`` for each class of ``amounts`` it
+    does not offer (what ``hosts.report`` and ``rows.move`` write)."""
+    missing = {
+        name
+        for amount in amounts
+        for name in amount
+        if name not in capacity.inventories
+    }
+    if not missing:
+        return capacity
+    inventories = dict(capacity.inventories)
+    inventories.update((name, NO_CAPACITY) for name in missing)
+    return Capacity.of(inventories)
+
 
 # How many times a claim that found itself made already, and then found
 # that claim gone, starts again (as the SQL store).
@@ -177,12 +208,14 @@ class MemoryStore(storage.Store):
         )
 
     def _move(self, host_id, used=NOTHING, granted=NOTHING, **changes):
-        """Add ``used`` and ``granted`` to a node's row (when it exists)."""
+        """Add ``used`` and ``granted`` to a node's books (when the node
+        exists); a class they lack is added with no capacity."""
         node = self._nodes.get(host_id)
         if node is None:
             return False
         state = dataclasses.replace(
             node.state,
+            capacity=_kept(node.state.capacity, used, granted),
             used=node.state.used + used,
             granted=node.state.granted + granted,
         )
@@ -210,6 +243,7 @@ class MemoryStore(storage.Store):
 
     def _insert(self, host, node, capacity, used, node_uuid):
         used = used or NOTHING
+        capacity = _kept(capacity, used)
         host_id = self._next_host_id
         self._next_host_id += 1
         self._nodes[host_id] = Node(
@@ -236,6 +270,11 @@ class MemoryStore(storage.Store):
             if host_id is None:
                 return self._insert(host, node, capacity, used, node_uuid)
             row = self._nodes[host_id]
+            used_now = row.state.used if used is None else used
+            external = row.external if used is None else used
+            # A class no longer offered stays, with no capacity, while
+            # anything is counted in it; live grants always stay.
+            capacity = _kept(capacity, used_now, row.state.granted, external)
             state = dataclasses.replace(
                 row.state,
                 capacity=capacity,
@@ -243,9 +282,8 @@ class MemoryStore(storage.Store):
                 node_uuid=row.state.node_uuid
                 if node_uuid is None
                 else node_uuid,
-                used=row.state.used if used is None else used,
+                used=used_now,
             )
-            external = row.external if used is None else used
             self._write(host_id, state=state, external=external)
             if used is not None:
                 for claim in self._claims_on(host_id):
@@ -534,13 +572,13 @@ class MemoryStore(storage.Store):
                 )
             by_grant = grant is not None and amount == held
             row = self._nodes[host_id]
-            state = row.state
-            if not by_grant and not (
-                amount.fits_within(state.capacity.total)
-                and (state.used + state.granted + amount - held).fits_within(
-                    state.limit
-                )
-            ):
+            # The re-check is a grant's rule with the grant held given
+            # back first: units on ``amount``, the limit on used +
+            # granted - held + amount.
+            given_back = dataclasses.replace(
+                row.state, granted=row.state.granted - held
+            )
+            if not by_grant and not given_back.fits(amount):
                 self._reject(
                     build,
                     "it has no live grant of its size and %s does not fit"

@@ -9,10 +9,11 @@ flavour, building ones included, and the migrations in progress) with
 Nova's own configuration, which also names grant_scheduler's database
 (``[grant_scheduler_database] connection``), and the claims of every node
 grant_scheduler knows.  Prints one line per node where they differ (the
-node, what Nova runs there, what the books claim) and exits 1 when any
-does, 0 when none.  ``--fix`` then corrects those nodes once, as the
-schedulers' periodic reconciliation does, and exits 0 when the books agree
-afterwards.
+node, what Nova runs there, what the books claim, each summed by resource
+class: ``VCPU=2 MEMORY_MB=1024 DISK_GB=20``, ``CUSTOM_BAREMETAL_GOLD=1``)
+and exits 1 when any does, 0 when none.  ``--fix`` then corrects those
+nodes once, as the schedulers' periodic reconciliation does, and exits 0
+when the books agree afterwards.
 
 ``grant-scheduler-manage check`` is the tables' own consistency (usage,
 grants and claims agree with each other); this is the truth: whether they
@@ -24,6 +25,7 @@ import argparse
 import sys
 
 from grant_scheduler import api
+from grant_scheduler.cmd import table
 
 
 def _parse(argv):
@@ -44,6 +46,30 @@ def _parse(argv):
         help="Correct the books of every node that differs, once.",
     )
     return parser.parse_args(argv)
+
+
+def _describe(consumers):
+    """``{consumer uuid: Resources}`` in words: how many, their sum by
+    resource class, and who."""
+    if not consumers:
+        return "nothing"
+    total = sum(consumers.values(), api.Resources())
+    return "%d (%s: %s)" % (
+        len(consumers),
+        table.amounts(total),
+        ", ".join(sorted(consumers)),
+    )
+
+
+def line(divergence):
+    """One node where the books differ from what Nova runs (a
+    ``reconcile.Divergence``), each side's amounts by resource class."""
+    return "%s/%s: Nova runs %s; the books claim %s" % (
+        divergence.host,
+        divergence.node,
+        _describe(divergence.nova),
+        _describe(divergence.books),
+    )
 
 
 def main(argv=None):
@@ -67,7 +93,7 @@ def main(argv=None):
         reconciler = reconcile.Reconciler(lazy.get)
         found = reconciler.divergences()
         for divergence in found:
-            print(divergence.line())
+            print(line(divergence))
         if not found:
             print("OK: the books agree with what Nova runs on every node.")
             return 0
@@ -86,7 +112,7 @@ def main(argv=None):
             )
         left = reconciler.divergences()
         for divergence in left:
-            print("still: " + divergence.line())
+            print("still: " + line(divergence))
         return 1 if left else 0
     except api.GrantSchedulerError as exc:
         print("grant-scheduler-audit: %s" % exc)

@@ -4,6 +4,7 @@
     grant-scheduler-manage --config-file grant_scheduler.conf db version
     grant-scheduler-manage --config-file F hosts
     grant-scheduler-manage --config-file F grants [--host H]
+    grant-scheduler-manage --config-file F claims [--host H]
     grant-scheduler-manage --config-file F reap
     grant-scheduler-manage --config-file F check [--quiescent]
 
@@ -140,43 +141,68 @@ def db_version(run):
     run.done()
 
 
-def _limit_text(state, name):
-    return "%d/%d" % (
-        getattr(state.used, name) + getattr(state.granted, name),
-        getattr(state.limit, name),
+def _classes(state):
+    """The node's classes: those it offers, then any it no longer offers
+    that is still used, granted or limited."""
+    offered = list(state.capacity.inventories)
+    others = [
+        name
+        for amounts in (state.used, state.granted, state.limit)
+        for name in amounts
+        if name not in offered
+    ]
+    return offered + sorted(set(others), key=others.index)
+
+
+def _class_cells(state, name):
+    """One class's inventory and books: total, reserved, ratio, units,
+    capacity, used, won grants, free."""
+    inventory = state.capacity.inventories.get(name)
+    if inventory is None:
+        offered = ("-", "-", "-", "-")
+    else:
+        offered = (
+            inventory.total,
+            inventory.reserved,
+            inventory.allocation_ratio,
+            "%d/%d/%d"
+            % (inventory.min_unit, inventory.max_unit, inventory.step_size),
+        )
+    limit, used, granted = (
+        state.limit[name],
+        state.used[name],
+        state.granted[name],
     )
+    return offered + (limit, used, granted, limit - used - granted)
 
 
 def list_hosts(run):
     rows = []
     for report in run.api().hosts():
         state = report.state
-        rows.append(
-            (
-                state.host,
-                state.node,
-                _limit_text(state, "vcpus"),
-                _limit_text(state, "memory_mb"),
-                _limit_text(state, "disk_gb"),
-                "%d/%d/%d"
-                % (
-                    state.granted.vcpus,
-                    state.granted.memory_mb,
-                    state.granted.disk_gb,
-                ),
-                report.last_grant_ticket,
-                report.last_grant_at or "-",
+        last = (report.last_grant_ticket, report.last_grant_at or "-")
+        # NOTE: a node that offers nothing still gets its line.
+        for name in _classes(state) or ["-"]:
+            rows.append(
+                (state.host, state.node, name)
+                + _class_cells(state, name)
+                + last
             )
-        )
+            last = ("", "")
     print(
         table.render(
             (
                 "host",
                 "node",
-                "vcpus",
-                "ram_mb",
-                "disk_gb",
+                "class",
+                "total",
+                "reserved",
+                "ratio",
+                "min/max/step",
+                "capacity",
+                "used",
                 "won grants",
+                "free",
                 "last ticket",
                 "last grant at (UTC)",
             ),
@@ -184,8 +210,12 @@ def list_hosts(run):
         )
     )
     print(
-        "vcpus, ram_mb, disk_gb: used + won grants / limit; "
-        "won grants: vcpus/ram_mb/disk_gb"
+        "capacity: (total - reserved) x ratio, rounded down; "
+        "free: capacity - used - won grants"
+    )
+    print(
+        "min/max/step: one allocation's min_unit/max_unit/step_size "
+        "('-': the class is not offered)"
     )
     run.done()
 
@@ -198,12 +228,7 @@ def list_grants(run):
             row.node or "-",
             row.ticket,
             row.state,
-            "%d/%d/%d"
-            % (
-                row.resources.vcpus,
-                row.resources.memory_mb,
-                row.resources.disk_gb,
-            ),
+            table.amounts(row.resources),
             row.instance_uuid or "-",
             row.scheduler,
             row.created_at,
@@ -218,9 +243,37 @@ def list_grants(run):
                 "node",
                 "ticket",
                 "state",
-                "cpu/ram/disk",
+                "resources",
                 "instance",
                 "scheduler",
+                "created at (UTC)",
+            ),
+            rows,
+        )
+    )
+    run.done()
+
+
+def list_claims(run):
+    rows = [
+        (
+            row.instance_uuid,
+            row.host or "(gone)",
+            row.node or "-",
+            table.amounts(row.resources),
+            "-" if row.grant_ticket is None else row.grant_ticket,
+            row.created_at,
+        )
+        for row in run.api().claims(host=run.command.host)
+    ]
+    print(
+        table.render(
+            (
+                "instance",
+                "host",
+                "node",
+                "resources",
+                "grant ticket",
                 "created at (UTC)",
             ),
             rows,
@@ -277,12 +330,16 @@ def _add_db_parsers(subparsers):
 def add_command_parsers(subparsers):
     _add_db_parsers(subparsers)
     hosts = subparsers.add_parser(
-        "hosts", help="Per-host capacity, usage and won grants."
+        "hosts",
+        help="Per-host capacity, usage and won grants, by resource class.",
     )
     hosts.set_defaults(handler=list_hosts)
     grants = subparsers.add_parser("grants", help="List grant rows.")
     grants.add_argument("--host", help="Only grants on this host.")
     grants.set_defaults(handler=list_grants)
+    claims = subparsers.add_parser("claims", help="List claim rows.")
+    claims.add_argument("--host", help="Only claims on this host.")
+    claims.set_defaults(handler=list_claims)
     reaper = subparsers.add_parser(
         "reap",
         help="Delete superseded, expired and orphaned grants, and "

@@ -35,8 +35,16 @@ def escape(value, backslash=True):
     )
 
 
+def amounts(resources):
+    """Every class of ``resources`` and its amount, standard classes
+    first: ``VCPU=1 MEMORY_MB=512 DISK_GB=10``, ``CUSTOM_BAREMETAL_GOLD=1``
+    (``-`` for nothing)."""
+    return " ".join("%s=%d" % item for item in resources.items()) or "-"
+
+
 def render(headers, rows):
-    """Align ``rows`` under ``headers``; numbers right, text left."""
+    """Align ``rows`` under ``headers``; numbers right, text left (a blank
+    cell, ``""``, leaves a column of numbers right-aligned)."""
     text_rows = [[escape(cell) for cell in row] for row in rows]
     headers = [escape(header) for header in headers]
     for row in text_rows:
@@ -49,7 +57,9 @@ def render(headers, rows):
         for i in range(len(headers))
     ]
     numeric = [
-        bool(rows) and all(_is_number(row[i]) for row in rows)
+        bool(rows)
+        and all(_is_number(row[i]) or row[i] == "" for row in rows)
+        and any(_is_number(row[i]) for row in rows)
         for i in range(len(headers))
     ]
 

@@ -18,6 +18,12 @@ from tests import base
 SECRET = "s3cr3t-pa55word"
 INSTANCE_1 = "6f4c1f0e-1111-4a3b-9c1d-0123456789ab"
 INSTANCE_2 = "6f4c1f0e-2222-4a3b-9c1d-0123456789ab"
+INSTANCE_3 = "6f4c1f0e-3333-4a3b-9c1d-0123456789ab"
+GOLD = "CUSTOM_BAREMETAL_GOLD"
+HOSTS_HEADER = (
+    "host node class total reserved ratio min/max/step capacity used "
+    "won grants free last ticket last grant at (UTC)"
+).split()
 
 
 def run_manage(args, cwd=None, env=None, timeout=120):
@@ -93,7 +99,13 @@ class TestDbCommands(ManageTestCase):
         self.assertFalse(os.path.exists(self.path), "the file was created")
 
     def test_read_commands_do_not_create_the_file(self):
-        for command in (("hosts",), ("grants",), ("reap",), ("check",)):
+        for command in (
+            ("hosts",),
+            ("grants",),
+            ("claims",),
+            ("reap",),
+            ("check",),
+        ):
             with self.subTest(command=command):
                 result = self.manage(self.url, *command)
                 self.assertOneLineError(result, "db sync", "does not exist")
@@ -205,6 +217,7 @@ class TestBadDatabaseUrls(ManageTestCase):
                 ("db", "version"),
                 ("hosts",),
                 ("grants",),
+                ("claims",),
                 ("reap",),
                 ("check",),
             )
@@ -421,16 +434,196 @@ class TestInspectionCommands(ManageTestCase):
         )
         [self.sel] = self.gs.schedule(1, 1024, 10, instance_uuids=[INSTANCE_1])
 
-    def test_hosts_and_grants_tables(self):
+    def hosts(self):
+        """``hosts``' lines: ``{(host, node, class): [cells]}`` (the cells
+        from total on), and its legend."""
         result = self.manage(self.url, "hosts")
         self.assertEqual(0, result.returncode, result.stderr)
-        self.assertIn("cmp1", result.stdout)
-        self.assertIn("1/2", result.stdout)
         self.assertIn("Database: %s" % self.url, result.stderr)
-        result = self.manage(self.url, "grants")
+        lines = result.stdout.splitlines()
+        self.assertEqual(HOSTS_HEADER, lines[0].split())
+        self.assertEqual(set("- "), set(lines[1]))
+        rows = {}
+        for line in lines[2:-2]:
+            cells = line.split()
+            rows[tuple(cells[:3])] = cells[3:]
+        return rows, lines[-2:]
+
+    def table_rows(self, *command):
+        """The rows of a table command, split on spaces, after its header
+        (checked to name ``resources``) and rule."""
+        result = self.manage(self.url, *command)
         self.assertEqual(0, result.returncode, result.stderr)
-        self.assertIn(INSTANCE_1, result.stdout)
-        self.assertIn("won", result.stdout)
+        lines = result.stdout.splitlines()
+        self.assertIn("resources", lines[0].split())
+        self.assertNotIn("cpu/ram/disk", lines[0])
+        if lines[2:] == ["(none)"]:
+            return []
+        return [line.split() for line in lines[2:]]
+
+    def test_hosts_table_is_one_line_per_node_and_class(self):
+        rows, legend = self.hosts()
+        # total reserved ratio units capacity used granted free, then the
+        # node's last ticket and last grant at (never yet: no claim).
+        self.assertEqual(
+            {
+                ("cmp1", "cmp1", "VCPU"): "2 0 1.0 1/2/1 2 0 1 1 0 -",
+                ("cmp1", "cmp1", "MEMORY_MB"): (
+                    "2048 0 1.0 1/2048/1 2048 0 1024 1024"
+                ),
+                ("cmp1", "cmp1", "DISK_GB"): "20 0 1.0 1/20/1 20 0 10 10",
+            },
+            {key: " ".join(cells) for key, cells in rows.items()},
+        )
+        self.assertIn("free: capacity - used - won grants", legend[0])
+        self.assertIn("min_unit/max_unit/step_size", legend[1])
+
+    def test_hosts_table_after_a_claim(self):
+        self.gs.claim(INSTANCE_1, "cmp1", "cmp1")
+        rows, _legend = self.hosts()
+        vcpu = rows["cmp1", "cmp1", "VCPU"]
+        self.assertEqual("2 0 1.0 1/2/1 2 1 0 1 1".split(), vcpu[:9])
+        self.assertRegex(" ".join(vcpu[9:]), r"^\d{4}-\d\d-\d\d \d")
+        # the node's ticket and time are on its first line only
+        self.assertEqual(
+            "2048 0 1.0 1/2048/1 2048 1024 0 1024".split(),
+            rows["cmp1", "cmp1", "MEMORY_MB"],
+        )
+
+    def test_grants_and_claims_tables(self):
+        [row] = self.table_rows("grants")
+        self.assertIn(INSTANCE_1, row)
+        self.assertIn("won", row)
+        self.assertEqual(["VCPU=1", "MEMORY_MB=1024", "DISK_GB=10"], row[5:8])
+        self.assertEqual([], self.table_rows("claims"))
+        self.gs.claim(INSTANCE_1, "cmp1", "cmp1")
+        [row] = self.table_rows("claims")
+        self.assertEqual(
+            [
+                INSTANCE_1,
+                "cmp1",
+                "cmp1",
+                "VCPU=1",
+                "MEMORY_MB=1024",
+                "DISK_GB=10",
+                str(self.sel.ticket),
+            ],
+            row[:7],
+        )
+        self.assertEqual([], self.table_rows("claims", "--host", "cmp2"))
+
+    def test_a_custom_class_is_shown_in_every_table(self):
+        from grant_scheduler import api
+
+        # An Ironic node: one unit of its custom class and nothing else.
+        self.gs.report_host(
+            "ironic",
+            "node-1",
+            api.Capacity.of({GOLD: api.Inventory(1)}),
+        )
+        # NOTE: granted on the node chosen, as Nova's FilterScheduler
+        # does (schedule() of custom classes alone raises ValueError in
+        # View.room for now).
+        self.gs.grant_on(
+            INSTANCE_2,
+            "ironic",
+            "node-1",
+            api.Resources(CUSTOM_BAREMETAL_GOLD=1),
+        )
+        rows, _legend = self.hosts()
+        self.assertEqual(
+            "1 0 1.0 1/1/1 1 0 1 0 0 -".split(),
+            rows["ironic", "node-1", GOLD],
+        )
+        self.assertEqual(
+            ["ironic"],
+            sorted({host for host, _, name in rows if name == GOLD}),
+        )
+        self.assertEqual(
+            {"VCPU", "MEMORY_MB", "DISK_GB", GOLD},
+            {name for _, _, name in rows},
+        )
+        [row] = self.table_rows("grants", "--host", "ironic")
+        self.assertEqual(["ironic", "node-1"], row[1:3])
+        self.assertEqual("%s=1" % GOLD, row[5])
+        self.assertEqual(INSTANCE_2, row[6])
+        self.gs.claim(INSTANCE_2, "ironic", "node-1")
+        [row] = self.table_rows("claims", "--host", "ironic")
+        self.assertEqual(
+            [INSTANCE_2, "ironic", "node-1", "%s=1" % GOLD], row[:4]
+        )
+        rows, _legend = self.hosts()
+        self.assertEqual(
+            "1 0 1.0 1/1/1 1 1 0 0 1".split(),
+            rows["ironic", "node-1", GOLD][:9],
+        )
+
+    def test_pcpu_and_inventory_fields_are_shown(self):
+        from grant_scheduler import api
+
+        self.gs.report_host(
+            "dedicated",
+            "dedicated",
+            api.Capacity.of(
+                {
+                    "MEMORY_MB": api.Inventory(
+                        4096,
+                        allocation_ratio=1.5,
+                        min_unit=256,
+                        max_unit=2048,
+                        step_size=256,
+                    ),
+                    "PCPU": api.Inventory(8, reserved=2),
+                }
+            ),
+        )
+        self.gs.schedule(
+            resources=api.Resources(PCPU=2, MEMORY_MB=512),
+            instance_uuids=[INSTANCE_3],
+            force_hosts=["dedicated"],
+        )
+        rows, _legend = self.hosts()
+        self.assertEqual(
+            "4096 0 1.5 256/2048/256 6144 0 512 5632 0 -".split(),
+            rows["dedicated", "dedicated", "MEMORY_MB"],
+        )
+        self.assertEqual(
+            "8 2 1.0 1/8/1 6 0 2 4".split(),
+            rows["dedicated", "dedicated", "PCPU"],
+        )
+        self.assertNotIn(("dedicated", "dedicated", "VCPU"), rows)
+        [row] = self.table_rows("grants", "--host", "dedicated")
+        self.assertEqual(["MEMORY_MB=512", "PCPU=2"], row[5:7])
+        self.assertEqual(INSTANCE_3, row[7])
+
+    def test_a_class_no_longer_offered_keeps_its_line(self):
+        from grant_scheduler import api
+
+        self.gs.report_host(
+            "ironic", "node-1", api.Capacity.of({GOLD: api.Inventory(1)})
+        )
+        self.gs.grant_on(
+            INSTANCE_2,
+            "ironic",
+            "node-1",
+            api.Resources(CUSTOM_BAREMETAL_GOLD=1),
+        )
+        self.gs.claim(INSTANCE_2, "ironic", "node-1")
+        self.gs.report_host(
+            "ironic",
+            "node-1",
+            api.Capacity.of({"CUSTOM_BAREMETAL_SILVER": api.Inventory(1)}),
+        )
+        rows, _legend = self.hosts()
+        # The books keep the class the claim holds, offered at zero.
+        self.assertEqual(
+            "0 0 1.0 1/0/1 0 1 0 -1".split(),
+            rows["ironic", "node-1", GOLD][:8],
+        )
+        self.assertEqual(
+            "1 0 1.0 1/1/1 1 0 0 1".split(),
+            rows["ironic", "node-1", "CUSTOM_BAREMETAL_SILVER"],
+        )
 
     def test_reap_prints_counts(self):
         self.gs.claim(INSTANCE_1, "cmp1", "cmp1")
@@ -507,9 +700,10 @@ class TestInspectionCommands(ManageTestCase):
                 )
                 self.assertIn("node\\x1b]0;title\\x07", result.stdout)
                 rows = result.stdout.splitlines()
-                # header, rule, a row per host or grant (and a legend)
+                # header, rule, a row per node and class or per grant (and
+                # the two lines of the legend)
                 self.assertEqual(
-                    5 if command == "hosts" else 4, len(rows), rows
+                    10 if command == "hosts" else 4, len(rows), rows
                 )
         result = self.manage(self.url, "grants")
         self.assertIn("uuid\\x1b[1A", result.stdout)
@@ -543,4 +737,94 @@ class TestTable(base.TestCase):
         self.assertEqual(
             ["host   n", "----  --", "a\\nb   1", "c     22"],
             text.splitlines(),
+        )
+
+    def test_render_keeps_numbers_right_aligned_past_blank_cells(self):
+        from grant_scheduler.cmd import table
+
+        text = table.render(
+            ("node", "ticket"), [("a", 12), ("a", ""), ("b", 3)]
+        )
+        self.assertEqual(
+            [
+                "node  ticket",
+                "----  ------",
+                "a         12",
+                "a",
+                "b          3",
+            ],
+            text.splitlines(),
+        )
+
+    def test_amounts_name_every_class(self):
+        from grant_scheduler import api
+        from grant_scheduler.cmd import table
+
+        cases = [
+            (api.Resources(1, 512, 10), "VCPU=1 MEMORY_MB=512 DISK_GB=10"),
+            (
+                api.Resources(CUSTOM_BAREMETAL_GOLD=1),
+                "CUSTOM_BAREMETAL_GOLD=1",
+            ),
+            (api.Resources(0, 512, PCPU=2), "MEMORY_MB=512 PCPU=2"),
+            (api.Resources(), "-"),
+        ]
+        for resources, shown in cases:
+            with self.subTest(resources=resources):
+                self.assertEqual(shown, table.amounts(resources))
+
+
+class TestHostLines(base.TestCase):
+    def test_a_class_used_but_not_in_the_inventory(self):
+        from grant_scheduler import api
+        from grant_scheduler.cmd import manage
+
+        state = api.HostState(
+            host_id=1,
+            host="ironic",
+            node="node-1",
+            capacity=api.Capacity.of({"PCPU": api.Inventory(4)}),
+            used=api.Resources(CUSTOM_BAREMETAL_GOLD=1),
+        )
+        self.assertEqual(["PCPU", GOLD], manage._classes(state))
+        self.assertEqual(
+            ("-", "-", "-", "-", 0, 1, 0, -1),
+            manage._class_cells(state, GOLD),
+        )
+        self.assertEqual(
+            (4, 0, 1.0, "1/4/1", 4, 0, 0, 4),
+            manage._class_cells(state, "PCPU"),
+        )
+
+
+class TestAuditLine(base.TestCase):
+    """``grant-scheduler-audit``'s line for a node that differs (the rest
+    of the command needs Nova: tests/nova22)."""
+
+    def test_every_class_each_side_holds(self):
+        import types
+
+        from grant_scheduler import api
+        from grant_scheduler.cmd import audit
+
+        divergence = types.SimpleNamespace(
+            host="ironic",
+            node="node-1",
+            nova={
+                INSTANCE_2: api.Resources(CUSTOM_BAREMETAL_GOLD=1),
+                INSTANCE_1: api.Resources(0, 512, PCPU=2),
+            },
+            books={},
+        )
+        self.assertEqual(
+            "ironic/node-1: Nova runs 2 (MEMORY_MB=512 "
+            "CUSTOM_BAREMETAL_GOLD=1 PCPU=2: %s, %s); the books claim nothing"
+            % (INSTANCE_1, INSTANCE_2),
+            audit.line(divergence),
+        )
+        divergence.books = {INSTANCE_1: api.Resources(1, 512, 10)}
+        self.assertIn(
+            "the books claim 1 (VCPU=1 MEMORY_MB=512 DISK_GB=10: %s)"
+            % INSTANCE_1,
+            audit.line(divergence),
         )
