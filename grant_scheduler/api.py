@@ -378,8 +378,8 @@ class GrantScheduler:
         its amount, consuming its live grant there; each instance of
         ``releases`` claimed there is released.  Unlike ``claim``, this
         never refuses: an instance that runs is counted even over the
-        node's limit, which ``check`` then reports and which no grant fits
-        into until it is back within it.
+        node's limit, which ``check`` then reports; no grant of a class it is
+        over in fits there until that class is back within its limit.
 
         :param amounts: ``{instance uuid: Resources}``.
         :param releases: instance uuids.

@@ -7,13 +7,14 @@ broken by a random order of the nodes drawn once per scheduler process, and
 (H7).  Two schedulers facing the same equally free nodes therefore
 prefer different ones, and one scheduler's consecutive choices still spread.
 
-*Does the grant hold?*  A node can take a request when its usage plus its
-live grants plus the request stays within its limit in every dimension,
-and the request itself within the node's total (placement's ``max_unit``)
+*Does the grant hold?*  A node can take a request when it offers every
+class the request asks, each within the class's units (placement's
+``min_unit``, ``max_unit``, ``step_size``), and its usage plus its live
+grants plus the request stays within the class's limit
 (``resources.HostState.fits``).  The data layer evaluates exactly this rule
-inside the grant's own ``UPDATE`` of the node's row, on the latest committed
-row under its lock, so the decision and the write are one step and no
-later reader can see a grant that should not have been made (H1, H2, H6).
+inside the grant's own ``UPDATE`` of the node's inventory rows, under the
+node's row lock, so the decision and the write are one step and no later
+reader can see a grant that should not have been made (H1, H2, H6).
 The same rule re-checks a claim that arrives without a live grant (H5).
 """
 
@@ -50,19 +51,79 @@ class Placement:
         return True
 
 
+_STANDARD = ("MEMORY_MB", "VCPU", "DISK_GB")
+
+
+def _plain(state):
+    """True when the node offers the standard classes alone, in units of
+    one: whether a request of them fits is then the key's comparison."""
+    inventories = state.capacity.inventories
+    return all(
+        name in _STANDARD
+        and inventory.min_unit <= 1
+        and inventory.step_size == 1
+        for name, inventory in inventories.items()
+    )
+
+
 def free_key(state):
     """The free amounts ``Spread`` ranks by (RAM, vCPU, disk), then the
-    largest instance the node takes now in each: the free amount, but no
-    more than the node's total (placement's ``max_unit``)."""
-    free, total = state.free, state.capacity.total
+    largest instance the node takes now in each (the free amount, but no
+    more than the class's ``max_unit``; -1 where it offers none), then
+    None, or the state itself when whether a request fits takes more than
+    those numbers (another class, a unit above one): ``fits`` decides."""
+    free, inventories = state.free, state.capacity.inventories
+    units = []
+    for name in _STANDARD:
+        inventory = inventories.get(name)
+        units.append(
+            -1 if inventory is None else min(free[name], inventory.max_unit)
+        )
     return (
-        free.memory_mb,
-        free.vcpus,
-        free.disk_gb,
-        min(free.memory_mb, total.memory_mb),
-        min(free.vcpus, total.vcpus),
-        min(free.disk_gb, total.disk_gb),
+        free["MEMORY_MB"],
+        free["VCPU"],
+        free["DISK_GB"],
+        units[0],
+        units[1],
+        units[2],
+        None if _plain(state) else state,
     )
+
+
+def lowered(key, before):
+    """True when ``key`` leaves less free than ``before`` (another
+    scheduler's grant: a claim or a release never lowers what is free)."""
+    if any(a < b for a, b in zip(key[:6], before[:6])):
+        return True
+    state, earlier = key[6], before[6]
+    if state is None or earlier is None:
+        return False
+    return any(
+        value < earlier.free[name] for name, value in state.free.items()
+    )
+
+
+def fits_key(key, amount, standard):
+    """Whether a node of ``key`` fits ``amount``; ``standard``: the
+    amount asks the standard classes alone (``standard_wants``)."""
+    if key[6] is not None:
+        return key[6].fits(amount)
+    if standard is None:
+        return False  # another class: a plain node offers none
+    ram, vcpus, disk = standard
+    return (
+        (not ram or key[3] >= ram)
+        and (not vcpus or key[4] >= vcpus)
+        and (not disk or key[5] >= disk)
+    )
+
+
+def standard_wants(amount):
+    """``(RAM, vCPU, disk)`` of an amount of the standard classes alone,
+    else None."""
+    if any(name not in _STANDARD for name in amount):
+        return None
+    return (amount["MEMORY_MB"], amount["VCPU"], amount["DISK_GB"])
 
 
 class Spread:
@@ -85,15 +146,13 @@ class Spread:
         :param free: ``{host id: free_key(state)}``, kept beside ``states``
             so ranking many nodes is one tight loop.
         """
-        ram, vcpus, disk = amount.memory_mb, amount.vcpus, amount.disk_gb
+        standard = standard_wants(amount)
         anywhere = placement.anywhere
         order = self._order
         fitting = [
             (key[0], key[1], key[2], order(host_id), host_id)
             for host_id, key in free.items()
-            if key[3] >= ram
-            and key[4] >= vcpus
-            and key[5] >= disk
+            if fits_key(key, amount, standard)
             and host_id not in exclude
             and (anywhere or placement.allows(states[host_id]))
         ]

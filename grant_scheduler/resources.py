@@ -379,7 +379,17 @@ class HostState:
     def fits(self, request):
         """Every class of ``request`` offered, within its units
         (placement's ``min_unit``, ``max_unit``, ``step_size``), and
-        within the limit with usage and live grants."""
-        return self.capacity.admits(request) and (
-            self.used + self.granted + request
-        ).fits_within(self.limit)
+        within its limit with usage and live grants.
+
+        As placement (and Nova's filters before it) decide, only the
+        classes the request asks are compared: a node over its limit in
+        one class (a correction counted what runs there) takes no grant
+        of that class until it is back within it, and may take others.
+        """
+        if not self.capacity.admits(request):
+            return False
+        used, granted, limit = self.used, self.granted, self.limit
+        return all(
+            used[name] + granted[name] + value <= limit[name]
+            for name, value in request.items()
+        )

@@ -185,19 +185,20 @@ class View:
         """
         amount = request.resources
         placement = request.placement
+        standard = decision.standard_wants(amount)
         found = 0
         for host_id, key in self._free.items():
             if not placement.anywhere and not placement.allows(
                 self._states[host_id]
             ):
                 continue
-            units = key[3:]
-            wants = (amount.memory_mb, amount.vcpus, amount.disk_gb)
-            if any(unit < want for unit, want in zip(units, wants)):
+            if not decision.fits_key(key, amount, standard):
                 continue
-            found += min(
-                free // want for free, want in zip(key[:3], wants) if want
-            )
+            if key[6] is None:
+                frees = zip(key[:3], standard)
+            else:
+                frees = ((key[6].free[n], v) for n, v in amount.items())
+            found += min(free // want for free, want in frees if want)
             if found >= wanted:
                 return wanted
         return found
@@ -263,9 +264,7 @@ class ViewCache:
             if (
                 before is not None
                 and state.host_id not in self._own
-                and any(
-                    a < b for a, b in zip(decision.free_key(state), before)
-                )
+                and decision.lowered(decision.free_key(state), before)
             ):
                 # NOTE: a claim or a release never lowers what is free;
                 # another scheduler's grant does.

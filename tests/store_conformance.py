@@ -580,13 +580,21 @@ def reaping(run, plant_orphans):
 
 
 # -- books by resource class ------------------------------------------------
-#
-# NOTE: no grant or re-check below asks a node that is over its limit in a
-# class the request does not name (a class dropped while held, a
-# correction over the limit): there ``HostState.fits``, and so the memory
-# store, refuses (every class of the node is compared with its limit)
-# while the SQL store's conditional UPDATE takes it (only the request's
-# classes are), an open question of the product, not of these stores.
+
+
+def over_the_limit_elsewhere(run):
+    """A node over its limit in one class takes no grant of that class
+    and may take others, as placement decides (the request's classes
+    alone are compared)."""
+    node = report(run, "cmp1", TWO_SLOTS)
+    # What runs is counted: over in DISK_GB only.
+    run.call("correct_claims", "cmp1", "cmp1", {U[1]: R(1, 1024, 30)}, [])
+    run.call("grant", [node], ask(R(1, 512, 1), U[2]), [])
+    run.call("grant", [node], ask(R(1, 512), U[2]), [])
+    run.call("claim", build(U[3], resources=R(0, 512, 1)))
+    run.call("claim", build(U[3], resources=R(0, 512)))
+    run.call("host_state", node)
+    run.check()
 
 
 def custom_classes(run):
@@ -869,6 +877,7 @@ SCENARIOS = {
     "all_or_nothing": all_or_nothing,
     "books_by_class": books_by_class,
     "dropped_class": dropped_class,
+    "over_the_limit_elsewhere": over_the_limit_elsewhere,
 }
 
 
@@ -1039,3 +1048,11 @@ class Conformance:
             dropped["capacity"].inventories[GPU],
         )
         self.assertEqual(SLOT + of(GPU), dropped["used"])
+
+    def test_over_the_limit_elsewhere(self):
+        sql, _ = self.run_both("over_the_limit_elsewhere")
+        self.assertEqual([None, "N1"], self.granted_to(sql))
+        self.assertEqual(["raised", "recheck"], self.hows(sql))
+        [state] = [dict(s[1]) for s in sql.steps if s[0] == "host_state"]
+        self.assertEqual(R(1, 1536, 30), state["used"])
+        self.assertEqual(R(1, 512), state["granted"])

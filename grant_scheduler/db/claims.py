@@ -475,7 +475,8 @@ def correct(db, conn, host, node, amounts, releases):
     instance's live grant there (and withdraws its other live grants,
     anywhere).  Each instance of ``releases`` still claimed there is
     released.  The node may end over its limit: what runs is counted, and
-    no grant fits there until it is back within it.
+    no grant of a class it is over in fits there until that class is back
+    within its limit.
 
     :returns: a ``Correction``.
     :raises UnknownHost: no row for ``host``/``node``.

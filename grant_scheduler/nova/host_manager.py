@@ -20,8 +20,8 @@ with three additions:
   kept, but Nova's objects and HostStates are rebuilt only for the rows
   that changed since the previous request (``_Computes``): each request
   gets its own copies of HostStates that are otherwise kept between
-  requests, with the aggregates and instances of that moment, as Nova
-  builds them.
+  requests, with the aggregates of that moment and Nova's own instances
+  map of the host, as Nova builds them.
 
 Only imported when Nova is.
 """
@@ -132,12 +132,19 @@ def _takes_compute(cls):
 
 class _PrivateHostState(nova_host_manager.HostState):
     """A HostState that is one request's copy of one kept between
-    requests: what Nova's consumption changes in place is copied first."""
+    requests: what Nova's consumption changes in place is copied first.
+
+    Not ``instances``: it is never the kept HostState's (each request's
+    copy is given Nova's own, ``_get_host_states``), and it must stay
+    Nova's.  Where a compute's instance info is flowing it is the dict
+    Nova's HostManager keeps for the host, and the stub Nova's
+    FilterScheduler adds to it for the instance it placed
+    (``_consume_selected_host``) is what keeps the next request of an
+    anti-affinity group off the host until the compute reports."""
 
     def consume_from_request(self, spec_obj):
         if getattr(self, "pci_stats", None) is not None:
             self.pci_stats = copy.deepcopy(self.pci_stats)
-        self.instances = dict(self.instances or {})
         return super().consume_from_request(spec_obj)
 
 

@@ -147,7 +147,8 @@ class InstanceInfoClaims:
         """An instance runs where there was no room for it (its grant
         expired and the slot went to another): it is counted all the same,
         over the node's limit, which ``check`` then reports and which no
-        grant fits into until it is back within it."""
+        grant of a class it is over in fits into until that class is back
+        within its limit."""
         try:
             self._gs().correct_claims(
                 host, node, {instance.uuid: resources_of(context, instance)}

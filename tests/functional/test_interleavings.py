@@ -481,3 +481,113 @@ class RequestLargerThanTheRoom(InterleavingTestCase):
             {other.grant_id: decision.GRANT_WON}, self.grant_states()
         )
         self.assertEqual([], admin.check())
+
+
+# The hazards again where the scarce class is not vCPU: an Ironic node's
+# one unit of a custom class; PCPU on a node with memory to spare; disk
+# alone full while vCPU and memory have room.
+SHAPES = {
+    "ironic": (
+        api.Capacity.of({"CUSTOM_BAREMETAL_GOLD": api.Inventory(1)}),
+        api.Resources(CUSTOM_BAREMETAL_GOLD=1),
+    ),
+    "pcpu": (
+        api.Capacity.of(
+            {
+                "VCPU": api.Inventory(8),
+                "MEMORY_MB": api.Inventory(8192),
+                "PCPU": api.Inventory(1),
+            }
+        ),
+        api.Resources(0, 512, 0, PCPU=1),
+    ),
+    "disk": (
+        api.Capacity(api.Resources(8, 8192, 10)),
+        api.Resources(1, 512, 10),
+    ),
+}
+
+
+class ClassesTestCase(InterleavingTestCase):
+    def shape(self, name):
+        """One node of the shape's capacity; its admin and amount."""
+        capacity, amount = SHAPES[name]
+        admin = self.gs()
+        admin.report_host("host-" + name, "node-" + name, capacity)
+        return admin, amount
+
+    def schedule_amount(self, gs, amount):
+        return gs.schedule(
+            resources=amount, instance_uuids=[str(uuid.uuid4())]
+        )
+
+    def assertOneGrantOfEach(self, admin, amount):
+        [report] = admin.hosts()
+        self.assertEqual(amount, report.state.granted)
+        self.assertEqual(amount, report.live_grants)
+        self.assertEqual([], admin.check())
+
+
+@base.with_scenarios(base.SERVERS)
+class ClassesCommitOrder(ClassesTestCase):
+    """H1 for every class: B's write waits for A's lock on the node, then
+    decides on what A committed, class by class."""
+
+    def test_the_last_unit_of_any_class_is_granted_once(self):
+        for name in sorted(SHAPES):
+            with self.subTest(shape=name):
+                self.setUp_shape_clean()
+                admin, amount = self.shape(name)
+                pause = Pause()
+                first = self.gs(
+                    hooks=injection.Hooks().on("grant_inserted", pause)
+                )
+                run_a = Run(self.schedule_amount, first, amount)
+                run_a.start()
+                pause.wait_reached(self)
+                run_b = Run(self.schedule_amount, self.gs(), amount)
+                run_b.start()
+                wait_for(
+                    self, lambda: lock_waiters(self.db) >= 1, "B never waited"
+                )
+                self.assertTrue(run_b.is_alive())
+                pause.resume()
+                self.assertIsNone(run_a.outcome(self)[1])
+                self.assertIsInstance(run_b.outcome(self)[1], api.NoValidHost)
+                self.assertOneGrantOfEach(admin, amount)
+
+    def setUp_shape_clean(self):
+        """Each shape on an empty database: the one node of the last."""
+        admin = self.gs()
+        for report in admin.hosts():
+            admin.delete_host(report.state.host, report.state.node)
+
+
+@base.with_scenarios(base.ALL_BACKENDS)
+class ClassesFreshRow(ClassesTestCase):
+    """H2 for every class: a grant decided on what committed after the
+    view, never on the view."""
+
+    def test_a_stale_view_of_any_class_loses(self):
+        for name in sorted(SHAPES):
+            with self.subTest(shape=name):
+                admin = self.gs()
+                for report in admin.hosts():
+                    admin.delete_host(report.state.host, report.state.node)
+                admin, amount = self.shape(name)
+                pause = Pause()
+                first = self.gs(
+                    hooks=injection.Hooks().on("view_loaded", pause)
+                )
+                run_a = Run(self.schedule_amount, first, amount)
+                run_a.start()
+                pause.wait_reached(self)
+                [placed] = self.schedule_amount(self.gs(), amount)
+                pause.resume()
+                _, error = run_a.outcome(self)
+                self.assertIsInstance(error, api.NoValidHost)
+                self.assertTrue(error.contention)
+                self.assertEqual(
+                    {placed.grant_id: decision.GRANT_WON}, self.grant_states()
+                )
+                self.assertOneGrantOfEach(admin, amount)

@@ -284,7 +284,28 @@ class OneNodeDecisions(Decisions):
 
 
 class GroupDecisions(Decisions):
-    """Server groups on two hosts of one node each."""
+    """Server groups on two hosts of one node each.
+
+    An anti-affinity group's second server scheduled while the first is
+    still on its way: the compute has not told the scheduler about the
+    first yet.  Nova's FilterScheduler records the instance it placed as a
+    stub in the chosen HostState's ``instances``
+    (``_consume_selected_host``), and ``ServerGroupAntiAffinityFilter``
+    reads only those keys.  Where the host's instance info is flowing
+    (Nova's HostManager marks it ``updated`` once a compute's instance
+    info has reached it twice), ``instances`` is the very dict the
+    HostManager keeps for the host, so the stub keeps the next request
+    off the host until the compute's next instance info replaces it;
+    otherwise the instances are read from the cell's database for each
+    request, where the first appears once the compute's claim has set its
+    host.
+
+    The layout makes host1 the weighers' choice for both servers (host2
+    runs a larger server: less free RAM and disk), so only an in-flight
+    record keeps the second off host1; one vCPU stays free on each, so
+    room does not decide.  ``[scheduler] max_attempts = 1``: the compute's
+    late check of the group policy ends a server it catches in ERROR.
+    """
 
     HOSTS = ("host1", "host2")
 
@@ -293,6 +314,7 @@ class GroupDecisions(Decisions):
         its way to a compute does) until the returned event is sent: its
         instance has no host in Nova's records until then."""
         release = eventlet.event.Event()
+        self.addCleanup(lambda: release.ready() or release.send())
         for compute in self.computes.values():
             real = compute.manager.build_and_run_instance
 
@@ -310,19 +332,58 @@ class GroupDecisions(Decisions):
             compute.manager.build_and_run_instance = delayed
         return release
 
-    def test_anti_affinity_before_the_first_is_on_its_host(self):
+    def hold_spawn(self, name):
+        """The spawn of the server named ``name`` waits until the first
+        returned event is sent; the second is sent once it waits (the
+        compute's claim has set the instance's host by then)."""
+        release = eventlet.event.Event()
+        spawning = eventlet.event.Event()
+        self.addCleanup(lambda: release.ready() or release.send())
+
+        def at_spawn(instance):
+            if instance.display_name == name:
+                spawning.send()
+                release.wait()
+
+        in_nova.DiskFakeDriver.at_spawn = at_spawn
+        self.addCleanup(setattr, in_nova.DiskFakeDriver, "at_spawn", None)
+        return release, spawning
+
+    def instance_info_flows(self):
+        """Each compute's periodic instance sync, twice (every
+        ``scheduler_instance_sync_interval`` seconds in a cloud): the
+        first makes the scheduler's HostManager record the host's
+        instances, the second, matching, marks them ``updated``."""
+        context = nova_context.get_admin_context()
+        for _ in range(2):
+            for compute in self.computes.values():
+                compute.manager._sync_scheduler_instance_info(context)
+        known = self.scheduler.manager.driver.host_manager._instance_info
+        self.assertEqual(
+            dict.fromkeys(self.HOSTS, True),
+            {host: known[host]["updated"] for host in self.HOSTS},
+        )
+
+    def two_apart(self, flowing, hold):
+        """Boot the layout, then two servers of one anti-affinity group,
+        the second while the first is held (``hold``: "compute", before
+        the compute has it; "spawn", in its spawn); ``flowing``: the
+        computes' instance info has reached the scheduler first.  The two
+        servers as built, the first released once the second is."""
         self.flags(max_attempts=1, group="scheduler")
         group = self.api.post_server_groups(
             {"name": "apart", "policy": "anti-affinity"}
         )
+        larger = self.make_flavor(vcpus=1, ram=1024, disk=10)
+        self.boot_flavor(larger, availability_zone="nova:host2")
+        if flowing:
+            self.instance_info_flows()
         flavor = self.make_flavor(vcpus=1, ram=128, disk=1)
-        # A server on each host: the computes' instance information now
-        # flows to the scheduler, whose HostManager then keeps the
-        # in-flight record of a chosen host between requests.
-        for host in self.HOSTS:
-            self.boot_flavor(flavor, availability_zone="nova:" + host)
         first_body = self.server_body(flavor)
-        release = self.hold_build(first_body["name"])
+        if hold == "spawn":
+            release, spawning = self.hold_spawn(first_body["name"])
+        else:
+            release, spawning = self.hold_build(first_body["name"]), None
         servers = []
         for body in (first_body, self.server_body(flavor)):
             servers.append(
@@ -333,16 +394,55 @@ class GroupDecisions(Decisions):
                     }
                 )
             )
+            if spawning is not None and len(servers) == 1:
+                with eventlet.Timeout(60):
+                    spawning.wait()
         second = self._wait_until_built(servers[1])
         release.send()
         first = self._wait_until_built(servers[0])
+        return first, second
+
+    def assert_apart(self, first, second):
         self.assertEqual(
-            ("ACTIVE", "ACTIVE"),
-            (first["status"], second["status"]),
+            ("ACTIVE", "host1", "ACTIVE", "host2"),
+            (
+                first["status"],
+                first["OS-EXT-SRV-ATTR:host"],
+                second["status"],
+                second["OS-EXT-SRV-ATTR:host"],
+            ),
             (first.get("fault"), second.get("fault")),
         )
-        self.assertNotEqual(
-            first["OS-EXT-SRV-ATTR:host"], second["OS-EXT-SRV-ATTR:host"]
+
+    def test_anti_affinity_while_the_first_spawns(self):
+        """The first is spawning on host1 (claimed there, not yet reported
+        to the scheduler): the second goes to host2."""
+        self.assert_apart(*self.two_apart(flowing=True, hold="spawn"))
+
+    def test_anti_affinity_before_the_first_is_on_its_host(self):
+        """The first is on its way to host1's compute: the second goes to
+        host2."""
+        self.assert_apart(*self.two_apart(flowing=True, hold="compute"))
+
+    def test_anti_affinity_while_the_first_spawns_info_not_flowing(self):
+        """No instance info yet from host1: its instances are read from
+        the database, where the spawning first is on host1."""
+        self.assert_apart(*self.two_apart(flowing=False, hold="spawn"))
+
+    def test_no_in_flight_record_when_info_is_not_flowing(self):
+        """No instance info yet from host1, the first on its way there:
+        the request that chose host1 recorded the first in a dict of its
+        own, so the second goes to host1 too and builds; the first then
+        fails the compute's late check."""
+        first, second = self.two_apart(flowing=False, hold="compute")
+        self.assertEqual(
+            ("ERROR", "ACTIVE", "host1"),
+            (first["status"], second["status"], second["OS-EXT-SRV-ATTR:host"]),
+            (first.get("fault"), second.get("fault")),
+        )
+        self.assertIn(
+            "Anti-affinity instance group policy was violated",
+            first["fault"]["message"],
         )
 
 
