@@ -92,6 +92,16 @@ def _unavailable():
     return exception.DatabaseUnavailable
 
 
+def amount_of(flavour):
+    """A flavour's ``Resources``: ``(vCPU, RAM, disk)``, and optionally a
+    fourth item of ``(class, amount)`` pairs (a tuple, so that flavours
+    still compare and hash)."""
+    from grant_scheduler import api
+
+    classes = dict(flavour[3]) if len(flavour) > 3 else {}
+    return api.Resources(*flavour[:3], **classes)
+
+
 def scheduler_process(
     name,
     url,
@@ -134,7 +144,8 @@ def scheduler_process(
             instance_uuid = str(uuid.uuid4())
             try:
                 [selection] = gs.schedule(
-                    *flavour, instance_uuids=[instance_uuid]
+                    resources=amount_of(flavour),
+                    instance_uuids=[instance_uuid],
                 )
             except api.NoValidHost:
                 result["no_valid_host"].append(tuple(flavour))
@@ -207,9 +218,7 @@ def compute_process(
             outcome = None
             while outcome is None:
                 try:
-                    gs.claim(
-                        instance_uuid, host, node, api.Resources(*flavour)
-                    )
+                    gs.claim(instance_uuid, host, node, amount_of(flavour))
                     outcome = "claimed"
                     result["claimed"].append((instance_uuid, host, node))
                 except api.ClaimRejected as exc:

@@ -18,8 +18,23 @@ from tests import workers
 RECORDS = []
 
 HOSTS = 12
-CAPACITY = (16, 32768, 500)
-FLAVOURS = [(1, 2048, 20), (2, 4096, 40), (4, 8192, 80)]
+# Every host offers a custom class beside the standard ones, and one
+# flavour asks for it: its last units are raced for like the last vCPUs.
+FPGA = "CUSTOM_FPGA_XILINX"
+CAPACITY = api.Capacity.of(
+    {
+        "VCPU": api.Inventory(16),
+        "MEMORY_MB": api.Inventory(32768),
+        "DISK_GB": api.Inventory(500),
+        FPGA: api.Inventory(2),
+    }
+)
+FLAVOURS = [
+    (1, 2048, 20),
+    (2, 4096, 40),
+    (4, 8192, 80),
+    (1, 2048, 20, ((FPGA, 1),)),
+]
 TIMEOUT = 600
 
 
@@ -88,9 +103,7 @@ class FillRun:
     def start(self):
         names = ["fault%02d" % n for n in range(HOSTS)]
         for name in names:
-            self.gs.report_host(
-                name, name, api.Capacity(api.Resources(*CAPACITY))
-            )
+            self.gs.report_host(name, name, CAPACITY)
         owner = {name: n % self.compute_count for n, name in enumerate(names)}
         self.computes = {
             "compute%d" % n: (
