@@ -437,7 +437,11 @@ class GroupDecisions(Decisions):
         first, second = self.two_apart(flowing=False, hold="compute")
         self.assertEqual(
             ("ERROR", "ACTIVE", "host1"),
-            (first["status"], second["status"], second["OS-EXT-SRV-ATTR:host"]),
+            (
+                first["status"],
+                second["status"],
+                second["OS-EXT-SRV-ATTR:host"],
+            ),
             (first.get("fault"), second.get("fault")),
         )
         self.assertIn(
