@@ -50,6 +50,21 @@ def instance_resources(context, instance, bdms=None, is_bfv=None):
     )
 
 
+def on_provider(state, amounts):
+    """``{uuid: Resources}`` as placement holds them on the node of
+    ``state`` (its ``HostState`` in the books), its own provider (Nova
+    17-22): the classes the node's inventory lacks (DISK_GB of a sharing
+    provider) are held by another provider, not there.  Unchanged before
+    placement, and for a node the books do not know (None)."""
+    if state is None or not compat.claims_in_placement():
+        return amounts
+    offered = state.capacity.inventories
+    return {
+        uuid: amount.map(lambda name, value: value if name in offered else 0)
+        for uuid, amount in amounts.items()
+    }
+
+
 def claim(gs, instance_uuid, host, node, resources_of, request_id=None):
     """Count an instance on ``host``/``node``.
 

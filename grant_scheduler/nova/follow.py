@@ -143,8 +143,10 @@ class GrantFollower:
         gone, building = self._read(context, uuids)
         for instance_uuid in gone:
             self._withdraw(instance_uuid, outcome)
+        states = self._gs().view().by_node() if building else {}
         for (host, node), amounts in sorted(building.items()):
-            self._count(host, node, amounts, outcome)
+            state = states.get((host, node))
+            self._count(host, node, amounts, outcome, state)
         return outcome
 
     def _read(self, context, uuids):
@@ -221,8 +223,9 @@ class GrantFollower:
             instance_uuid,
         )
 
-    def _count(self, host, node, amounts, outcome):
+    def _count(self, host, node, amounts, outcome, state):
         try:
+            amounts = nova_claims.on_provider(state, amounts)
             done = self._gs().correct_claims(host, node, amounts)
         except api.GrantSchedulerError:
             LOG.warning(

@@ -190,12 +190,15 @@ class Reconciler:
             books.setdefault((claim.host, claim.node), {})[
                 claim.instance_uuid
             ] = claim.resources
-        nodes = {(r.state.host, r.state.node) for r in gs.hosts()}
+        states = {(r.state.host, r.state.node): r.state for r in gs.hosts()}
+        nodes = set(states)
         records = self._records or NovaRecords()
         nova = records.by_node({host for host, _ in nodes})
         found = []
         for host, node in sorted(nodes):
-            runs = nova.get((host, node), {})
+            runs = nova_claims.on_provider(
+                states[(host, node)], nova.get((host, node), {})
+            )
             claimed = books.get((host, node), {})
             if runs != claimed:
                 found.append(Divergence(host, node, runs, claimed))

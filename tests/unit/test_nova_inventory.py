@@ -7,6 +7,7 @@ import unittest
 from unittest import mock
 
 from grant_scheduler import api
+from grant_scheduler.nova import claims as nova_claims
 from grant_scheduler.nova import compat
 from grant_scheduler.nova import inventory
 from grant_scheduler.nova import registry
@@ -295,3 +296,31 @@ class TestPlacementResources(unittest.TestCase):
                 api.Resources(1, 512, 12), compat.instance_amount(flavor)
             )
             self.assertEqual(["flavor"], compat.amount_attrs())
+
+
+class TestOnProvider(unittest.TestCase):
+    """What placement holds for an instance on its node's own provider:
+    the classes the node's inventory lacks are another provider's."""
+
+    def state(self, capacity):
+        return api.HostState(1, "cmp1", "cmp1", capacity, api.NOTHING)
+
+    def test_a_sharing_providers_disk_is_not_the_nodes(self):
+        no_disk = self.state(
+            inventory.capacity_from(
+                {"VCPU": _inventory(4), "MEMORY_MB": _inventory(1024)}
+            )
+        )
+        amounts = {"u1": api.Resources(1, 512, 10)}
+        with mock.patch.object(compat, "claims_in_placement", lambda: True):
+            self.assertEqual(
+                {"u1": api.Resources(1, 512, 0)},
+                nova_claims.on_provider(no_disk, amounts),
+            )
+            # A node the books do not know: unchanged.
+            self.assertEqual(amounts, nova_claims.on_provider(None, amounts))
+        # Before placement the record's three classes are the node's.
+        with mock.patch.object(compat, "claims_in_placement", lambda: False):
+            self.assertEqual(
+                amounts, nova_claims.on_provider(no_disk, amounts)
+            )
