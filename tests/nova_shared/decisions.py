@@ -414,16 +414,6 @@ class GroupDecisions(Decisions):
             (first.get("fault"), second.get("fault")),
         )
 
-    def test_anti_affinity_while_the_first_spawns(self):
-        """The first is spawning on host1 (claimed there, not yet reported
-        to the scheduler): the second goes to host2."""
-        self.assert_apart(*self.two_apart(flowing=True, hold="spawn"))
-
-    def test_anti_affinity_before_the_first_is_on_its_host(self):
-        """The first is on its way to host1's compute: the second goes to
-        host2."""
-        self.assert_apart(*self.two_apart(flowing=True, hold="compute"))
-
     def test_anti_affinity_while_the_first_spawns_info_not_flowing(self):
         """No instance info yet from host1: its instances are read from
         the database, where the spawning first is on host1."""
@@ -448,6 +438,24 @@ class GroupDecisions(Decisions):
             "Anti-affinity instance group policy was violated",
             first["fault"]["message"],
         )
+
+
+class FlowingGroupDecisions(GroupDecisions):
+    """The same with the computes' instance information flowing (the
+    scheduler's HostManager marks each host ``updated``), where Nova keeps
+    a request's in-flight record of the first server between requests.
+    Nova 22's framework only: in 18-21's the syncs do not reach the
+    HostManager the test reads (``instance_info_flows``)."""
+
+    def test_anti_affinity_while_the_first_spawns(self):
+        """The first is spawning on host1 (claimed there, not yet reported
+        to the scheduler): the second goes to host2."""
+        self.assert_apart(*self.two_apart(flowing=True, hold="spawn"))
+
+    def test_anti_affinity_before_the_first_is_on_its_host(self):
+        """The first is on its way to host1's compute: the second goes to
+        host2."""
+        self.assert_apart(*self.two_apart(flowing=True, hold="compute"))
 
 
 class HostNameWeigher(weights.BaseHostWeigher):

@@ -193,7 +193,7 @@ class TestStockBareMetalDecisions(BareMetalDecisions, _StockTestBase):
     pass
 
 
-class TestStockGroupDecisions(decisions.GroupDecisions, _StockTestBase):
+class TestStockGroupDecisions(decisions.FlowingGroupDecisions, _StockTestBase):
     pass
 
 
@@ -247,7 +247,9 @@ class TestGrantsSharedDiskDecisions(SharedDiskDecisions, base.GrantsTestBase):
     pass
 
 
-class TestGrantsGroupDecisions(decisions.GroupDecisions, base.GrantsTestBase):
+class TestGrantsGroupDecisions(
+    decisions.FlowingGroupDecisions, base.GrantsTestBase
+):
     pass
 
 
