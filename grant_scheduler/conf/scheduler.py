@@ -101,15 +101,33 @@ periodic_enable).  0 turns the loop off: the periodic tasks then do the
 same every [scheduler] periodic_task_interval seconds.
 """,
     ),
+    cfg.StrOpt(
+        "database_failure",
+        default="schedule",
+        choices=["schedule", "refuse"],
+        help="""
+Inside Nova 17-22: what a scheduler does while grant_scheduler's own
+database cannot be reached or fails in the middle of a grant.  "schedule"
+(the default): the request goes on as the stock scheduler decides it, by
+Nova's filters and weighers and placement's candidates and claims, which
+still keep every node within its inventory; no grant is written, and the
+outage is logged when it starts, every minute while it lasts and when it
+ends.  When the database is back, the books first catch up with what Nova
+placed meanwhile (a reconciliation from Nova's records) before any grant
+is made.  "refuse": no placement claim is made meanwhile and the request
+is answered NoValidHost naming the cause.  A production cloud keeps
+building through an outage of a plugin's database: "schedule".
+""",
+    ),
     cfg.BoolOpt(
         "build_allocation_requests",
         default=True,
         help="""
-Inside Nova 18-22: for a request of standard resources only (VCPU,
-MEMORY_MB and DISK_GB, no required trait, aggregate or request group of
-its own), build the allocation request of the node Nova's filters and
-weighers chose instead of asking placement for allocation candidates of
-every node first; the grant and placement's own claim still decide on that
+Inside Nova 18-22: for a request of one unnumbered group of resources
+only (standard classes, PCPU, an Ironic flavour's custom class; no
+required trait, aggregate or request group of its own), build the
+allocation request of the node Nova's filters and weighers chose instead
+of asking placement for allocation candidates of every node first; the grant and placement's own claim still decide on that
 node, and once placement refuses one such request the rest of the request
 is decided by placement's candidates.  Turn it off where compute nodes
 take DISK_GB from a sharing provider, so that no boot first tries a claim

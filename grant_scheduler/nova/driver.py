@@ -289,6 +289,13 @@ class GrantSchedulerDriver:
 
             reconcile.Reconciler(self._lazy.get).run()
 
+    def _catch_up(self):
+        """After an outage of the database: the books made what Nova's
+        records say each node runs (raises while it is still down)."""
+        from grant_scheduler.nova import reconcile
+
+        reconcile.Reconciler(self._lazy.get).run()
+
     def _grant_follower(self):
         from grant_scheduler.nova import follow
 
@@ -299,6 +306,7 @@ class GrantSchedulerDriver:
         """Nova's FilterScheduler claiming through grants (17-22; built in
         the worker, on first use)."""
         if self._filter_scheduler is None:
+            from grant_scheduler.nova import outage
             from grant_scheduler.nova import placement
 
             self._filter_scheduler = placement.GrantingFilterScheduler(
@@ -308,6 +316,10 @@ class GrantSchedulerDriver:
                     self._grant_follower(),
                     self.registry.refresh,
                     lambda uuid: self.capacities().others(uuid),
+                    outage.Outage(
+                        self._lazy.conf.grant_scheduler.database_failure,
+                        self._catch_up,
+                    ),
                 ),
                 self.registry,
             )
@@ -371,8 +383,12 @@ class GrantSchedulerDriver:
     def _select_with_placement(self, context, spec_obj, call):
         """Nova 17-22: Nova's FilterScheduler, each placement claim granted
         first (``placement``)."""
-        if _is_reschedule(spec_obj):
-            self._withdraw_earlier(call["instance_uuids"])
+        outage = self.filter_scheduler.grants.outage
+        if not outage.usable():
+            if outage.refuses:
+                raise outage.refusal()
+        elif _is_reschedule(spec_obj):
+            self._withdraw_earlier(call["instance_uuids"], outage)
         found = (
             call["alloc_reqs_by_rp_uuid"],
             call["provider_summaries"],
@@ -422,12 +438,17 @@ class GrantSchedulerDriver:
             )
         return self._candidates
 
-    def _withdraw_earlier(self, instance_uuids):
+    def _withdraw_earlier(self, instance_uuids, outage):
         # NOTE: the earlier destination failed the build: its grant would
         # hold the capacity until it expires.
+        from grant_scheduler.nova import outage as outage_module
+
         gs = self.grant_scheduler
-        for instance_uuid in filter(None, instance_uuids or ()):
-            gs.withdraw_instance(instance_uuid)
+        try:
+            for instance_uuid in filter(None, instance_uuids or ()):
+                gs.withdraw_instance(instance_uuid)
+        except outage_module.FAILURES as exc:
+            outage.failed(exc, "withdrawing a rescheduled build's grant")
 
     def _view(self, gs, context, spec_obj, request):
         """This request's view and its ranker (Nova's filters and

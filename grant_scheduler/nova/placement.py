@@ -49,6 +49,7 @@ from oslo_log import log as logging
 from grant_scheduler import api
 from grant_scheduler.nova import candidates
 from grant_scheduler.nova import compat
+from grant_scheduler.nova import outage as outage_module
 
 LOG = logging.getLogger(__name__)
 
@@ -91,8 +92,34 @@ class GrantingPlacementClient:
         self, context, consumer_uuid, alloc_request, *args, **kw
     ):
         """Grant, then claim in placement; False (the next host) if either
-        refuses, and then nothing stays granted or allocated."""
+        refuses, and then nothing stays granted or allocated.
+
+        While grant_scheduler's database is taken as down (``outage``),
+        placement's claim alone decides, or, with ``database_failure =
+        refuse``, nothing is claimed."""
         built = isinstance(alloc_request, candidates.BuiltRequest)
+        outage = self._grants.outage
+        if outage.usable():
+            try:
+                return self._granted_claim(
+                    context, consumer_uuid, alloc_request, built, *args, **kw
+                )
+            except outage_module.FAILURES as exc:
+                outage.failed(exc, "granting %s" % consumer_uuid)
+        if outage.refuses:
+            return False
+        outage.decided_by_placement()
+        return self._client.claim_resources(
+            context,
+            consumer_uuid,
+            alloc_request.plain() if built else alloc_request,
+            *args,
+            **kw,
+        )
+
+    def _granted_claim(
+        self, context, consumer_uuid, alloc_request, built, *args, **kw
+    ):
         node = self._grants.node_of(alloc_request)
         amount = (
             None
@@ -141,8 +168,10 @@ class GrantingPlacementClient:
 
     def delete_allocation_for_instance(self, context, uuid, *args, **kw):
         """Nova gives up a request's claims (a multi-create that did not
-        fit): its grants go with them."""
-        self._grants.withdraw(uuid)
+        fit): its grants go with them (while the database is down, the
+        follower and the reaper take them later)."""
+        if not self._grants.outage.down:
+            self._grants.withdraw(uuid)
         return self._client.delete_allocation_for_instance(
             context, uuid, *args, **kw
         )
@@ -151,7 +180,9 @@ class GrantingPlacementClient:
 class NodeGrants:
     """Grants on the node Nova's FilterScheduler chose, for one process."""
 
-    def __init__(self, grant_scheduler, follower, refresh=None, others=None):
+    def __init__(
+        self, grant_scheduler, follower, refresh=None, others=None, outage=None
+    ):
         """
         :param grant_scheduler: ``f()`` giving the ``GrantScheduler``.
         :param follower: ``follow.GrantFollower``.
@@ -159,12 +190,17 @@ class NodeGrants:
             node's capacity that had changed (``NodeRegistry.refresh``).
         :param others: ``f(node_uuid)``, what placement holds on a node
             beyond the books (``PlacementCapacities.others``).
+        :param outage: ``outage.Outage`` of this process (one that never
+            recovers by itself when None: tests).
         """
         self._gs = grant_scheduler
         self._follower = follower
         self._refresh = refresh
         self._others = others
         self._by_uuid = {}
+        self.outage = outage or outage_module.Outage(
+            outage_module.SCHEDULE, lambda: None
+        )
 
     def known(self):
         """``{(host, node): node uuid}`` of grant_scheduler's rows, read
@@ -315,6 +351,8 @@ class GrantingFilterScheduler(filter_scheduler.FilterScheduler):
         try:
             return super()._schedule(context, spec_obj, *args, **kwargs)
         except nova_exception.NoValidHost as exc:
+            if self._grants.outage.refuses:
+                raise self._grants.outage.refusal() from exc
             rejected_by = self.host_manager.rejected_by(spec_obj)
             if rejected_by is None:
                 raise
@@ -334,9 +372,14 @@ class GrantingFilterScheduler(filter_scheduler.FilterScheduler):
         host_states = list(
             super()._get_all_host_states(context, spec_obj, provider_summaries)
         )
-        self._registry.register_unknown(
-            context, self._grants.known(), host_states
-        )
+        outage = self._grants.outage
+        if outage.usable():
+            try:
+                self._registry.register_unknown(
+                    context, self._grants.known(), host_states
+                )
+            except outage_module.FAILURES as exc:
+                outage.failed(exc, "registering compute nodes")
         requests = getattr(self._local, "requests", None)
         if isinstance(requests, candidates.BuiltRequests):
             host_states = [h for h in host_states if requests.offers(h.uuid)]

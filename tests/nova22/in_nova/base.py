@@ -67,10 +67,16 @@ class GrantsTestBase(shared.GrantsHelpers, NovaTestBase):
     def _setup_services(self):
         gs_conf.register_opts(CONF)
         self.gs_db = self.useFixture(gs_base.DatabaseFixture("mysql"))
-        self.flags(connection=self.gs_db.url, group="grant_scheduler_database")
+        self.flags(
+            connection=self.database_url(), group="grant_scheduler_database"
+        )
         self.flags(driver="grant_scheduler", group="scheduler")
         super()._setup_services()
         self.flavor_id = self._create_flavor(**FLAVOR)
+
+    def database_url(self):
+        """The URL the driver reaches grant_scheduler's database by."""
+        return self.gs_db.url
 
     def post_server(self, **extra):
         body = self._build_server(flavor_id=self.flavor_id, networks="none")
