@@ -71,8 +71,8 @@ class TestSettings(base.TestCase):
 
     def test_bounds_are_the_options(self):
         for name, opt in OPTIONS.items():
-            if isinstance(opt, cfg.BoolOpt):
-                continue  # test_switches_take_only_booleans
+            if isinstance(opt, (cfg.BoolOpt, cfg.StrOpt)):
+                continue  # test_switches_take_only_booleans, _choices_
             low, high = opt.type.min, opt.type.max
             with self.subTest(name=name):
                 self.assertEqual(low, getattr(Settings(**{name: low}), name))
@@ -85,6 +85,17 @@ class TestSettings(base.TestCase):
                     message = str(caught.exception)
                     self.assertIn("%s=%r" % (name, bad), message)
                     self.assertIn("from %s to %s" % (low, high), message)
+
+    def test_choices_are_the_options(self):
+        opt = OPTIONS["database_failure"]
+        for choice in ("schedule", "refuse"):
+            settings = Settings(database_failure=choice)
+            self.assertEqual(choice, settings.database_failure)
+        for bad in ("ignore", "", None, 1):
+            with self.assertRaises(exception.InvalidSettings) as caught:
+                Settings(database_failure=bad)
+            self.assertIn("among 'schedule', 'refuse'", str(caught.exception))
+        self.assertEqual("schedule", opt.default)
 
     def test_bad_values_are_refused(self):
         cases = [
