@@ -438,7 +438,7 @@ class GrantSchedulerDriver:
             )
         return self._candidates
 
-    def _withdraw_earlier(self, instance_uuids, outage):
+    def _withdraw_earlier(self, instance_uuids, outage=None):
         # NOTE: the earlier destination failed the build: its grant would
         # hold the capacity until it expires.
         from grant_scheduler.nova import outage as outage_module
@@ -448,6 +448,8 @@ class GrantSchedulerDriver:
             for instance_uuid in filter(None, instance_uuids or ()):
                 gs.withdraw_instance(instance_uuid)
         except outage_module.FAILURES as exc:
+            if outage is None:
+                raise  # Nova 13-16: the protocol's path has no placement
             outage.failed(exc, "withdrawing a rescheduled build's grant")
 
     def _view(self, gs, context, spec_obj, request):
