@@ -149,34 +149,19 @@ def _class_fits(name, value, minus):
     )
 
 
-def fits(resources, minus=None, host_id=None):
-    """SQL for ``HostState.fits`` on the ``gs_hosts`` row ``host_id``
-    (the row selected when None): every class of ``resources`` offered,
-    within its units, and used + granted (- ``minus``) + resources within
-    the class's capacity.  For choosing nodes to try; ``take`` decides.
+def fits(resources):
+    """SQL for ``HostState.fits`` on the ``gs_hosts`` row being selected:
+    every class of ``resources`` offered, within its units, and used +
+    granted + resources within the class's capacity.  For choosing nodes
+    to try; ``take`` decides.
 
-    A count of the node's inventory rows that admit their class: equal to
-    the number of classes asked for when every one does.
+    A count of the node's inventory rows that admit their class
+    (``_admitting``): equal to the number of classes asked for when every
+    one does.
     """
-    minus = minus or NOTHING
     if not resources:
         return sa.true()
-    node = HOSTS.c.id if host_id is None else host_id
-    admitting = (
-        sa_compat.select(sa.func.count())
-        .select_from(INVENTORIES)
-        .where(
-            sa.and_(
-                INVENTORIES.c.host_id == node,
-                sa.or_(
-                    *(
-                        _class_fits(name, value, minus)
-                        for name, value in resources.items()
-                    )
-                ),
-            )
-        )
-    )
+    admitting = _admitting(HOSTS.c.id, resources, NOTHING)
     return sa_compat.scalar_subquery(admitting) == len(resources)
 
 
