@@ -130,9 +130,9 @@ allocation request of the node Nova's filters and weighers chose instead
 of asking placement for allocation candidates of every node first; the
 grant and placement's own claim still decide on that node, and once
 placement refuses one such request (a class the node's own provider lacks)
-the rest of the request is decided by placement's candidates.  Turn it off where compute nodes
-take DISK_GB from a sharing provider, so that no boot first tries a claim
-placement refuses.  Nova's [scheduler] max_placement_results does not
+the rest of the request is decided by placement's candidates.  Turn it
+off where compute nodes take DISK_GB from a sharing provider, so that no
+boot first tries a claim placement refuses.  Nova's [scheduler] max_placement_results does not
 limit the nodes a built request considers.
 """,
     ),
