@@ -132,8 +132,8 @@ grant and placement's own claim still decide on that node, and once
 placement refuses one such request (a class the node's own provider lacks)
 the rest of the request is decided by placement's candidates.  Turn it
 off where compute nodes take DISK_GB from a sharing provider, so that no
-boot first tries a claim placement refuses.  Nova's [scheduler] max_placement_results does not
-limit the nodes a built request considers.
+boot first tries a claim placement refuses.  Nova's [scheduler]
+max_placement_results does not limit the nodes a built request considers.
 """,
     ),
     types.FiniteFloatOpt(
