@@ -133,7 +133,8 @@ placement refuses one such request (a class the node's own provider lacks)
 the rest of the request is decided by placement's candidates.  Turn it
 off where compute nodes take DISK_GB from a sharing provider, so that no
 boot first tries a claim placement refuses.  Nova's [scheduler]
-max_placement_results does not limit the nodes a built request considers.
+max_placement_results bounds the nodes a built request filters and weighs
+(a random sample of those with room), as it bounds placement's candidates.
 """,
     ),
     types.FiniteFloatOpt(
