@@ -136,6 +136,24 @@ def _by_class(resources):
     )
 
 
+def _moves(**amounts):
+    """``{column: column + CASE ...}`` for each of ``used``, ``granted``
+    and ``external`` given a non-zero amount."""
+    return {
+        column: INVENTORIES.c[column] + _by_class(amount)
+        for column, amount in amounts.items()
+        if amount
+    }
+
+
+def _rows_of(host_id, classes):
+    """The node's inventory rows of ``classes``."""
+    return sa.and_(
+        INVENTORIES.c.host_id == host_id,
+        INVENTORIES.c.resource_class.in_(sorted(classes)),
+    )
+
+
 def _class_fits(name, value, minus):
     """One class of ``HostState.fits`` on an inventory row."""
     return sa.and_(
@@ -211,20 +229,15 @@ def take(
         # never merged into the outer statement).
         derived = admitting.alias("admitting")
         admitting = sa_compat.select(derived.c.admitting)
-    values = {}
-    for column, amount in (("used", used), ("granted", granted)):
-        if amount:
-            values[column] = INVENTORIES.c[column] + _by_class(amount)
     moved = conn.execute(
         INVENTORIES.update()
         .where(
             sa.and_(
-                INVENTORIES.c.host_id == host_id,
-                INVENTORIES.c.resource_class.in_(sorted(classes)),
+                _rows_of(host_id, classes),
                 sa_compat.scalar_subquery(admitting) == len(resources),
             )
         )
-        .values(**values)
+        .values(**_moves(used=used, granted=granted))
     )
     if moved.rowcount == 0:
         return False
@@ -245,23 +258,10 @@ def move(conn, host_id, used=NOTHING, granted=NOTHING, external=NOTHING):
     classes = set(used) | set(granted) | set(external)
     if not classes:
         return
-    values = {}
-    for column, amount in (
-        ("used", used),
-        ("granted", granted),
-        ("external", external),
-    ):
-        if amount:
-            values[column] = INVENTORIES.c[column] + _by_class(amount)
     moved = conn.execute(
         INVENTORIES.update()
-        .where(
-            sa.and_(
-                INVENTORIES.c.host_id == host_id,
-                INVENTORIES.c.resource_class.in_(sorted(classes)),
-            )
-        )
-        .values(**values)
+        .where(_rows_of(host_id, classes))
+        .values(**_moves(used=used, granted=granted, external=external))
     )
     if moved.rowcount != len(classes):
         _add_missing(conn, host_id, classes, used, granted, external)
