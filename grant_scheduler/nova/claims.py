@@ -13,6 +13,7 @@ instance's flavour is re-checked against usage plus live grants.
 
 from oslo_log import log as logging
 
+from grant_scheduler import api
 from grant_scheduler.nova import compat
 
 LOG = logging.getLogger(__name__)
@@ -60,9 +61,20 @@ def on_provider(state, amounts):
         return amounts
     offered = state.capacity.inventories
     return {
-        uuid: amount.map(lambda name, value: value if name in offered else 0)
-        for uuid, amount in amounts.items()
+        uuid: _held_there(amount, offered) for uuid, amount in amounts.items()
     }
+
+
+def _held_there(amount, offered):
+    # NOTE(nova): a node that reports no PCPU yet takes pinned vCPUs as
+    # VCPU (Nova's fallback query, 20-22).
+    if "PCPU" in amount and "PCPU" not in offered and "VCPU" in offered:
+        amount = (
+            amount
+            + api.Resources(amount["PCPU"])
+            - api.Resources(PCPU=amount["PCPU"])
+        )
+    return amount.map(lambda name, value: value if name in offered else 0)
 
 
 def claim(gs, instance_uuid, host, node, resources_of, request_id=None):

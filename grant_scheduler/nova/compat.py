@@ -102,8 +102,10 @@ def placement_resources(flavor, is_bfv=False):
     the place of the flavour's amount of that class (``resources:VCPU=1``
     on a 2-vCPU flavour allocates one VCPU; an Ironic flavour asks one
     unit of its custom class and sets VCPU, MEMORY_MB and DISK_GB to 0).
-    A flavour that asks PCPU asks no VCPU for its vCPUs.  Numbered groups
-    (``resourcesN:``, on other providers) are not counted."""
+    A flavour that asks PCPU, or dedicated CPUs (``hw:cpu_policy``, from
+    Nova 20 on), asks no VCPU for its vCPUs.  Numbered groups
+    (``resourcesN:``, on other providers) are not counted; neither is an
+    image's own CPU policy, which the flavour does not carry."""
     root_gb = 0 if is_bfv else field(flavor, "root_gb", 0)
     swap_gb = int(math.ceil(field(flavor, "swap", 0) / 1024))
     amounts = {
@@ -119,11 +121,29 @@ def placement_resources(flavor, is_bfv=False):
             amounts[resource_class] = int(value)
         except (TypeError, ValueError):
             continue
-    if "PCPU" in amounts and "VCPU" not in _overridden(flavor):
+    extra_specs = field(flavor, "extra_specs") or {}
+    overridden = _overridden(flavor)
+    if (
+        extra_specs.get("hw:cpu_policy") == "dedicated"
+        and not overridden & {"VCPU", "PCPU"}
+        and _pinning_translated()
+    ):
+        # NOTE(nova): 20 and later ask pinned vCPUs as PCPU, one more for
+        # emulator threads of their own (resources_from_request_spec).
+        isolate = extra_specs.get("hw:emulator_threads_policy") == "isolate"
+        amounts["PCPU"] = amounts["VCPU"] + int(isolate)
+    if "PCPU" in amounts and "VCPU" not in overridden:
         amounts["VCPU"] = 0  # the flavour's vCPUs are the PCPU asked for
     return api.Resources.of(
         {name: value for name, value in amounts.items() if value > 0}
     )
+
+
+def _pinning_translated():
+    """True where Nova asks placement for PCPU for a dedicated CPU policy
+    (20 and later; earlier releases ask VCPU)."""
+    found = release()
+    return found is None or found >= 20
 
 
 def _overridden(flavor):

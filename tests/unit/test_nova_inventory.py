@@ -275,6 +275,32 @@ class TestPlacementResources(unittest.TestCase):
             compat.placement_resources(flavor),
         )
 
+    def test_dedicated_cpus_by_policy_are_pcpu_from_nova_20(self):
+        pinned = _flavor(4, 512, 1, **{"hw:cpu_policy": "dedicated"})
+        isolated = _flavor(
+            4,
+            512,
+            1,
+            **{
+                "hw:cpu_policy": "dedicated",
+                "hw:emulator_threads_policy": "isolate",
+            },
+        )
+        with mock.patch.object(compat, "release", lambda: 22):
+            self.assertEqual(
+                api.Resources(0, 512, 1, PCPU=4),
+                compat.placement_resources(pinned),
+            )
+            self.assertEqual(
+                api.Resources(0, 512, 1, PCPU=5),
+                compat.placement_resources(isolated),
+            )
+        # Before Train placement had no PCPU: pinned vCPUs are VCPU.
+        with mock.patch.object(compat, "release", lambda: 19):
+            self.assertEqual(
+                api.Resources(4, 512, 1), compat.placement_resources(pinned)
+            )
+
     def test_a_numbered_group_is_not_the_nodes(self):
         flavor = _flavor(2, 512, 1, **{"resources1:VCPU": "1"})
         self.assertEqual(
@@ -319,6 +345,27 @@ class TestOnProvider(unittest.TestCase):
             )
             # A node the books do not know: unchanged.
             self.assertEqual(amounts, nova_claims.on_provider(None, amounts))
+        # Pinned vCPUs on a node that reports no PCPU yet are VCPU there
+        # (Nova's fallback query); on a node with PCPU, PCPU.
+        pinned = {"u2": api.Resources(0, 512, 0, PCPU=2)}
+        vcpu_only = self.state(
+            inventory.capacity_from(
+                {"VCPU": _inventory(4), "MEMORY_MB": _inventory(1024)}
+            )
+        )
+        with_pcpu = self.state(
+            inventory.capacity_from(
+                {"PCPU": _inventory(4), "MEMORY_MB": _inventory(1024)}
+            )
+        )
+        with mock.patch.object(compat, "claims_in_placement", lambda: True):
+            self.assertEqual(
+                {"u2": api.Resources(2, 512, 0)},
+                nova_claims.on_provider(vcpu_only, pinned),
+            )
+            self.assertEqual(
+                pinned, nova_claims.on_provider(with_pcpu, pinned)
+            )
         # Before placement the record's three classes are the node's.
         with mock.patch.object(compat, "claims_in_placement", lambda: False):
             self.assertEqual(
