@@ -229,7 +229,7 @@ class Candidates:
         :param conf: the configuration object (Nova's ``CONF``).
         :param client: Nova's placement client.
         :param host_manager: ``f()`` giving the driver's host manager.
-        :param build: build the allocation requests of standard-resource
+        :param build: build the allocation requests of one-group
             requests (``[grant_scheduler] build_allocation_requests``).
         :param room: ``f(rp_uuid, Resources)``, False for a node known to
             have no room for one instance of a built request.
