@@ -510,9 +510,12 @@ SHAPES = {
 
 class ClassesTestCase(InterleavingTestCase):
     def shape(self, name):
-        """One node of the shape's capacity; its admin and amount."""
+        """One node of the shape's capacity, the only one (the node of the
+        shape before is deleted); its admin and amount."""
         capacity, amount = SHAPES[name]
         admin = self.gs()
+        for report in admin.hosts():
+            admin.delete_host(report.state.host, report.state.node)
         admin.report_host("host-" + name, "node-" + name, capacity)
         return admin, amount
 
@@ -536,7 +539,6 @@ class ClassesCommitOrder(ClassesTestCase):
     def test_the_last_unit_of_any_class_is_granted_once(self):
         for name in sorted(SHAPES):
             with self.subTest(shape=name):
-                self.setUp_shape_clean()
                 admin, amount = self.shape(name)
                 pause = Pause()
                 first = self.gs(
@@ -556,12 +558,6 @@ class ClassesCommitOrder(ClassesTestCase):
                 self.assertIsInstance(run_b.outcome(self)[1], api.NoValidHost)
                 self.assertOneGrantOfEach(admin, amount)
 
-    def setUp_shape_clean(self):
-        """Each shape on an empty database: the one node of the last."""
-        admin = self.gs()
-        for report in admin.hosts():
-            admin.delete_host(report.state.host, report.state.node)
-
 
 @base.with_scenarios(base.ALL_BACKENDS)
 class ClassesFreshRow(ClassesTestCase):
@@ -571,9 +567,6 @@ class ClassesFreshRow(ClassesTestCase):
     def test_a_stale_view_of_any_class_loses(self):
         for name in sorted(SHAPES):
             with self.subTest(shape=name):
-                admin = self.gs()
-                for report in admin.hosts():
-                    admin.delete_host(report.state.host, report.state.node)
                 admin, amount = self.shape(name)
                 pause = Pause()
                 first = self.gs(
