@@ -17,8 +17,6 @@ from grant_scheduler.db import models
 from grant_scheduler.db import rows
 from grant_scheduler.db import sa_compat
 from grant_scheduler.resources import NOTHING
-from grant_scheduler.resources import Capacity
-from grant_scheduler.resources import Inventory
 from grant_scheduler.resources import Resources
 
 HOSTS = models.hosts
@@ -46,22 +44,12 @@ def _write_books(conn, host_id, capacity, used, keep=None):
     """
     keep = keep or rows.Books()
     if used is None:
-        used_now, external = keep.used, keep.external
+        used, external = keep.used, keep.external
     else:
-        used_now, external = used, used
-    inventories = dict(capacity.inventories)
-    for name in set(used_now) | set(keep.granted) | set(external):
-        if name not in inventories:
-            inventories[name] = Inventory(total=0, max_unit=0)
-    capacity = Capacity.of(inventories)
-    written = rows.inventory_rows(host_id, capacity)
-    for row in written:
-        name = row["resource_class"]
-        row.update(
-            used=used_now[name],
-            external=external[name],
-            granted=keep.granted[name],
-        )
+        external = used
+    written = rows.inventory_rows(
+        host_id, capacity, used, external, keep.granted
+    )
     conn.execute(INVENTORIES.delete().where(INVENTORIES.c.host_id == host_id))
     if written:
         conn.execute(INVENTORIES.insert().values(written))

@@ -102,9 +102,22 @@ HOST_STATE_COLUMNS = [HOSTS.c.host, HOSTS.c.node, HOSTS.c.node_uuid]
 """What ``host_state`` reads of a ``gs_hosts`` row, beside its id."""
 
 
-def inventory_rows(host_id, capacity, used=NOTHING):
-    """The ``gs_inventories`` rows of a capacity (``used`` as usage no
-    claim accounts for)."""
+NO_CAPACITY = Inventory(total=0, max_unit=0)
+"""The inventory of a class a node holds but no longer offers (or never
+reported): what is counted there stays, and nothing more fits."""
+
+
+def inventory_rows(
+    host_id, capacity, used=NOTHING, external=None, granted=NOTHING
+):
+    """The ``gs_inventories`` rows of a capacity, with the usage, usage no
+    claim accounts for (``used`` when None) and live grants of each class;
+    a class held but not offered gets a row of ``NO_CAPACITY``."""
+    external = used if external is None else external
+    inventories = dict(capacity.inventories)
+    for name in set(used) | set(external) | set(granted):
+        inventories.setdefault(name, NO_CAPACITY)
+    capacity = Capacity.of(inventories)
     limit = capacity.limit()
     return [
         {
@@ -118,8 +131,8 @@ def inventory_rows(host_id, capacity, used=NOTHING):
             "step_size": inventory.step_size,
             "capacity": limit[name],
             "used": used[name],
-            "external": used[name],
-            "granted": 0,
+            "external": external[name],
+            "granted": granted[name],
         }
         for name, inventory in capacity.inventories.items()
     ]
@@ -279,27 +292,21 @@ def _add_missing(conn, host_id, classes, used, granted, external):
             )
         )
     }
-    missing = sorted(classes - present)
+    missing = classes - present
     if missing:
+
+        def only_missing(amount):
+            return amount.map(lambda n, v: v if n in missing else 0)
+
         conn.execute(
             INVENTORIES.insert().values(
-                [
-                    {
-                        "host_id": host_id,
-                        "resource_class": name,
-                        "total": 0,
-                        "reserved": 0,
-                        "allocation_ratio": 1.0,
-                        "min_unit": 1,
-                        "max_unit": 0,
-                        "step_size": 1,
-                        "capacity": 0,
-                        "used": used[name],
-                        "external": external[name],
-                        "granted": granted[name],
-                    }
-                    for name in missing
-                ]
+                inventory_rows(
+                    host_id,
+                    Capacity.of({name: NO_CAPACITY for name in missing}),
+                    used=only_missing(used),
+                    external=only_missing(external),
+                    granted=only_missing(granted),
+                )
             )
         )
 
