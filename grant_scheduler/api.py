@@ -266,6 +266,15 @@ class GrantScheduler:
     def check_schema(self):
         """Raise unless the schema is at this code's head revision."""
 
+    @_edge
+    def ping(self):
+        """Whether the database answers now: one statement, no retries
+        (a probe while it is taken as down).
+
+        :raises DatabaseUnavailable: it does not.
+        """
+        self.database.ping()
+
     @_translating
     def schema_revisions(self):
         """The database's schema revision and this code's head, as a

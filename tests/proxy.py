@@ -8,6 +8,21 @@ on the same port.
 import socket
 import threading
 
+DEFAULT_PORTS = {"mysql": 3306, "postgresql": 5432}
+
+
+def through(url):
+    """A started ``TcpProxy`` to the server of database ``url`` (a
+    SQLAlchemy URL object), and the same URL through it."""
+    from grant_scheduler.db import sa_compat
+
+    port = url.port or DEFAULT_PORTS[url.get_backend_name()]
+    cut = TcpProxy(url.host, port).start()
+    text = sa_compat.render_url(url, hide_password=False)
+    via = "@127.0.0.1:%d/" % cut.port
+    text = text.replace("@%s:%s/" % (url.host, port), via)
+    return cut, text.replace("@%s/" % url.host, via)
+
 
 class TcpProxy:
     def __init__(self, target_host, target_port):
@@ -66,6 +81,13 @@ class TcpProxy:
 
     def stop(self):
         if self._listener is not None:
+            # NOTE: close() alone leaves a thread blocked in accept()
+            # holding the socket: it would take one more connection.
+            # shutdown() wakes it first.
+            try:
+                self._listener.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
             self._listener.close()
             self._listener = None
         with self._lock:

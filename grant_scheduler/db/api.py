@@ -449,6 +449,13 @@ class Database:
         with opener() as conn:
             return fn(self, conn, *args, **kwargs)
 
+    def ping(self):
+        """One ``SELECT 1`` on a new transaction, tried once: whether the
+        database answers now, without the retries of ``run`` (a probe of
+        a database taken as down must not wait through them)."""
+        with self.reader() as conn:
+            conn.execute(sa.text("SELECT 1"))
+
     @contextlib.contextmanager
     def connect(self):
         """A plain connection outside the enginefacade (for migrations)."""

@@ -40,6 +40,7 @@ from oslo_service import periodic_task
 
 from grant_scheduler import api
 from grant_scheduler.nova import compat
+from grant_scheduler.nova import outage as outage_module
 from grant_scheduler.nova import registry
 from grant_scheduler.nova import service
 from grant_scheduler.nova import view as nova_view
@@ -185,6 +186,8 @@ class GrantSchedulerDriver:
 
             self._asks_itself = candidates.driver_asks()
         self._capacities = None
+        self._outage = None
+        self._consumed = None
         self.registry = registry.NodeRegistry(
             self._lazy.get, self.capacities, lambda: self.host_manager
         )
@@ -224,7 +227,9 @@ class GrantSchedulerDriver:
 
                 self._warn_without_instance_info()
                 self._host_manager = host_manager.GrantsHostManager(
-                    self._lazy.get, self.nodes_of_host
+                    self._lazy.get,
+                    self.nodes_of_host,
+                    outage=lambda: self.outage,
                 )
         return self._host_manager
 
@@ -296,6 +301,19 @@ class GrantSchedulerDriver:
 
         reconcile.Reconciler(self._lazy.get).run()
 
+    @property
+    def outage(self):
+        """This process's ``outage.Outage`` (built on first use)."""
+        if self._outage is None:
+            from grant_scheduler.nova import outage
+
+            self._outage = outage.Outage(
+                self._lazy.conf.grant_scheduler.database_failure,
+                self._catch_up,
+                probe=lambda: self.grant_scheduler.ping(),
+            )
+        return self._outage
+
     def _grant_follower(self):
         from grant_scheduler.nova import follow
 
@@ -306,7 +324,6 @@ class GrantSchedulerDriver:
         """Nova's FilterScheduler claiming through grants (17-22; built in
         the worker, on first use)."""
         if self._filter_scheduler is None:
-            from grant_scheduler.nova import outage
             from grant_scheduler.nova import placement
 
             self._filter_scheduler = placement.GrantingFilterScheduler(
@@ -316,10 +333,7 @@ class GrantSchedulerDriver:
                     self._grant_follower(),
                     self.registry.refresh,
                     lambda uuid: self.capacities().others(uuid),
-                    outage.Outage(
-                        self._lazy.conf.grant_scheduler.database_failure,
-                        self._catch_up,
-                    ),
+                    self.outage,
                 ),
                 self.registry,
             )
@@ -364,6 +378,20 @@ class GrantSchedulerDriver:
             request = _request(context, spec_obj, call, alternates)
         except api.GrantSchedulerError as exc:
             raise compat.no_valid_host(str(exc)) from exc
+        outage = self.outage
+        if outage.usable():
+            try:
+                return self._select_by_grants(context, spec_obj, call, request)
+            except outage_module.FAILURES as exc:
+                if not compat.have_nova():
+                    raise
+                outage.failed(exc, "granting")
+        if outage.refuses:
+            raise outage.refusal()
+        return self._select_as_stock(context, spec_obj, call, request)
+
+    def _select_by_grants(self, context, spec_obj, call, request):
+        """The protocol's path (13-16): Nova ranks, a grant decides."""
         gs = self.grant_scheduler
         if _is_reschedule(spec_obj):
             self._withdraw_earlier(request.instance_uuids)
@@ -379,6 +407,34 @@ class GrantSchedulerDriver:
                 ) from exc
             raise compat.no_valid_host(str(exc)) from exc
         return _Answer(ranker).build(call["answer"], selections)
+
+    def _select_as_stock(self, context, spec_obj, call, request):
+        """While the database is down (13-16): Nova's stock choice, no
+        grant (``stock``); the compute's own claim guards the node."""
+        from grant_scheduler.nova import stock
+
+        if self._consumed is None:
+            self._consumed = stock.Consumed()
+        elevated = getattr(context, "elevated", None)
+        manager = self.host_manager
+        choice = stock.StockChoice(
+            manager.host_states(elevated() if elevated else context, spec_obj),
+            spec_obj,
+            manager,
+            subset_size=nova_view.nova_option(
+                self._lazy.conf, "host_subset_size", 1
+            ),
+            consumed=self._consumed,
+        )
+        chosen = choice.select(request.instance_uuids, request.num_alternates)
+        self.outage.skipped()
+        if chosen is None:
+            reason = "There are not enough hosts available."
+            rejected_by = manager.rejected_by(spec_obj)
+            if rejected_by:
+                reason += " %s rejected the last hosts." % rejected_by
+            raise compat.no_valid_host(reason)
+        return _Answer(choice).build(call["answer"], chosen)
 
     def _select_with_placement(self, context, spec_obj, call):
         """Nova 17-22: Nova's FilterScheduler, each placement claim granted
@@ -441,8 +497,6 @@ class GrantSchedulerDriver:
     def _withdraw_earlier(self, instance_uuids, outage=None):
         # NOTE: the earlier destination failed the build: its grant would
         # hold the capacity until it expires.
-        from grant_scheduler.nova import outage as outage_module
-
         gs = self.grant_scheduler
         try:
             for instance_uuid in filter(None, instance_uuids or ()):

@@ -17,9 +17,13 @@ that does not fit (or a node grant_scheduler does not know) first does
 what Nova's own failure path does, here: it records an instance fault that
 says why and puts the instance in ERROR, off the host; then it raises
 ``FatalHookException``, which stops the build before it touches the
-hypervisor.  Any other failure (the database is down, say) is logged with
-the instance and node and re-raised; Nova's hook runner logs it again and
-lets the build go on, its usage then missing from grant_scheduler's books.
+hypervisor.  While grant_scheduler's database is down (``outage``) a
+build or delete goes on as Nova lets it, without its claim or release,
+logged once a minute: the scheduler's reconciliation from Nova's records
+writes them within ``[grant_scheduler] reconcile_interval`` seconds of the
+database being back.  Any other failure is logged with the instance and
+node and re-raised; Nova's hook runner logs it again and lets the build
+go on.
 
 ``claim_for_build`` and ``release_for_delete`` are the same calls from
 Python, for a build path of one's own.
@@ -33,6 +37,7 @@ from oslo_log import log as logging
 from grant_scheduler import api
 from grant_scheduler.nova import claims
 from grant_scheduler.nova import compat
+from grant_scheduler.nova import outage as outage_module
 from grant_scheduler.nova import service
 
 LOG = logging.getLogger(__name__)
@@ -62,11 +67,22 @@ def rt_lock():
 
 
 _GRANT_SCHEDULER = service.Lazy(claim_lock=lambda host, node: rt_lock())
+_OUTAGE = []
 
 
 def use(grant_scheduler):
     """Make the hooks use ``grant_scheduler`` (tests, embedding)."""
     _GRANT_SCHEDULER.set(grant_scheduler)
+    _OUTAGE.clear()
+
+
+def outage():
+    """This process's ``outage.ComputeOutage`` (built on first use)."""
+    if not _OUTAGE:
+        _OUTAGE.append(
+            outage_module.ComputeOutage(lambda: grant_scheduler().ping())
+        )
+    return _OUTAGE[0]
 
 
 def grant_scheduler():
@@ -92,11 +108,17 @@ def claim_for_build(
     :param bdms: the build's block device mappings (to tell a
         volume-backed server, whose root disk is not local, without a
         database read); only needed when it has no grant.
-    :returns: the ``ClaimOutcome``.
+    :returns: the ``ClaimOutcome``, or None when the database is down
+        (``outage``): the build goes on, and the reconciliation records
+        the instance once the database is back.
     :raises FatalHookException: the instance does not fit (or the node
         never reported); the build must not go on here.
     """
     node = node or compat.field(instance, "node") or host
+    down = outage()
+    if not down.usable():
+        down.skipped()
+        return None
     try:
         return claims.claim(
             grant_scheduler(),
@@ -108,6 +130,11 @@ def claim_for_build(
         )
     except (api.ClaimRejected, api.UnknownHost) as exc:
         raise compat.FatalHookException(str(exc)) from exc
+    except outage_module.FAILURES as exc:
+        down.failed(
+            exc, "claiming instance %s on %s/%s" % (instance.uuid, host, node)
+        )
+        return None
     except Exception:
         LOG.exception(
             "grant_scheduler could not claim instance %s on %s/%s; "
@@ -120,10 +147,20 @@ def claim_for_build(
 
 
 def release_for_delete(host, instance, node=None):
-    """Release ``instance`` from ``host``/``node``; False if not claimed."""
+    """Release ``instance`` from ``host``/``node``; False if not claimed
+    (or the database is down: the reconciliation releases it then)."""
     node = node or compat.field(instance, "node") or host
+    down = outage()
+    if not down.usable():
+        down.skipped()
+        return False
     try:
         return grant_scheduler().release(instance.uuid, host, node)
+    except outage_module.FAILURES as exc:
+        down.failed(
+            exc, "releasing instance %s on %s/%s" % (instance.uuid, host, node)
+        )
+        return False
     except Exception:
         LOG.exception(
             "grant_scheduler could not release instance %s on %s/%s; "
@@ -202,13 +239,14 @@ class BuildInstanceHook:
                     exc,
                 )
             raise
-        LOG.info(
-            "Instance %s claimed on %s/%s (%s)",
-            instance.uuid,
-            manager.host,
-            node,
-            outcome.how,
-        )
+        if outcome is not None:
+            LOG.info(
+                "Instance %s claimed on %s/%s (%s)",
+                instance.uuid,
+                manager.host,
+                node,
+                outcome.how,
+            )
 
 
 class DeleteInstanceHook:

@@ -38,6 +38,7 @@ from oslo_log import log as logging
 
 from grant_scheduler.nova import claims
 from grant_scheduler.nova import instance_info
+from grant_scheduler.nova import outage as outage_module
 from grant_scheduler.nova import view as nova_view
 
 LOG = logging.getLogger(__name__)
@@ -153,11 +154,15 @@ class GrantsHostManager(nova_host_manager.HostManager):
 
     host_state_cls = _PrivateHostState
 
-    def __init__(self, grant_scheduler, nodes_of_host):
+    def __init__(self, grant_scheduler, nodes_of_host, outage=None):
         """
         :param grant_scheduler: ``f()`` giving the ``GrantScheduler``.
         :param nodes_of_host: ``f(host)`` giving the host's node names.
+        :param outage: ``f()`` giving the process's ``outage.Outage``:
+            while the database is taken as down, instance info is not
+            followed (the reconciliation that ends the outage writes it).
         """
+        self._outage = outage
         self.instance_claims = instance_info.InstanceInfoClaims(
             grant_scheduler, nodes_of_host
         )
@@ -348,10 +353,17 @@ class GrantsHostManager(nova_host_manager.HostManager):
             self.instance_resources,
         )
 
-    @staticmethod
-    def _guarded(call, *args):
+    def _guarded(self, call, *args):
         """Nova's own bookkeeping is done; a failure here is only logged."""
+        outage = self._outage() if self._outage is not None else None
+        if outage is not None and not outage.usable():
+            return
         try:
             call(*args)
+        except outage_module.FAILURES as exc:
+            if outage is None:
+                LOG.exception("grant_scheduler could not follow instance info")
+            else:
+                outage.failed(exc, "following instance info")
         except Exception:  # noqa: BLE001 - never fail Nova's RPC handler
             LOG.exception("grant_scheduler could not follow instance info")

@@ -86,14 +86,15 @@ class ClaimingDriver:
                 context=context,
                 request_id=getattr(context, "request_id", None),
             )
-            claimed = True
-            LOG.info(
-                "Instance %s claimed on %s/%s (%s)",
-                instance.uuid,
-                host,
-                node,
-                outcome.how,
-            )
+            claimed = outcome is not None
+            if claimed:
+                LOG.info(
+                    "Instance %s claimed on %s/%s (%s)",
+                    instance.uuid,
+                    host,
+                    node,
+                    outcome.how,
+                )
         except compat.FatalHookException as exc:
             raise _unavailable(str(exc)) from exc
         except Exception:  # noqa: BLE001 - logged by claim_for_build

@@ -416,21 +416,10 @@ class DatabaseGoesAway(base.DatabaseTestCase):
     """The server vanishes inside a grant's transaction."""
 
     def test_mid_request(self):
-        url = sa_compat.make_url(self.db_fixture.url)
-        cut = proxy.TcpProxy(
-            url.host, url.port or _DEFAULT_PORTS[self.backend]
+        cut, through_proxy = proxy.through(
+            sa_compat.make_url(self.db_fixture.url)
         )
-        cut.start()
         self.addCleanup(cut.stop)
-        through_proxy = (
-            sa_compat.render_url(url, hide_password=False)
-            .replace(
-                "@%s:%s/"
-                % (url.host, url.port or _DEFAULT_PORTS[self.backend]),
-                "@127.0.0.1:%d/" % cut.port,
-            )
-            .replace("@%s/" % url.host, "@127.0.0.1:%d/" % cut.port)
-        )
         hooks = injection.Hooks()
         cutting = [True]
 
@@ -456,5 +445,26 @@ class DatabaseGoesAway(base.DatabaseTestCase):
             migration.head_revision(), migration.current_revision(gs.database)
         )
 
-
-_DEFAULT_PORTS = {"mysql": 3306, "postgresql": 5432}
+    def test_ping_tries_once(self):
+        # A probe of a database taken as down (the Nova adapters' outage)
+        # must cost one connection attempt, not a transaction's retries.
+        cut, through_proxy = proxy.through(
+            sa_compat.make_url(self.db_fixture.url)
+        )
+        self.addCleanup(cut.stop)
+        gs = api.GrantScheduler(db_api.Database(through_proxy))
+        gs.ping()
+        attempts = []
+        sa.event.listen(
+            gs.database.get_engine(),
+            "do_connect",
+            lambda *args: attempts.append(1),
+        )
+        cut.stop()
+        with self.assertRaises(exception.DatabaseUnavailable):
+            gs.ping()
+        # (A transaction would retry a refused connection on MySQL some
+        # thirty times.)
+        self.assertLessEqual(len(attempts), 2)
+        cut.start()
+        gs.ping()

@@ -71,9 +71,7 @@ class TestOutage(unittest.TestCase):
         self.clock.now += outage.LOG_EVERY
         found.failed(refused(), "granting")
         self.assertIn("still failing after 69 s", self.logs.output)
-        self.assertIn(
-            "1 placement claims made without a grant", self.logs.output
-        )
+        self.assertIn("1 instances placed without a grant", self.logs.output)
         # Back: the books catch up first, then grants are made again.
         self.clock.now += outage.PROBE_EVERY
         self.assertTrue(found.usable())
@@ -116,3 +114,48 @@ class TestOutage(unittest.TestCase):
             self.assertFalse(issubclass(error, outage.FAILURES))
         for error in (api.DatabaseUnavailable, api.DatabaseError):
             self.assertTrue(issubclass(error, outage.FAILURES))
+
+
+class TestProbe(unittest.TestCase):
+    def setUp(self):
+        self.clock = Clock()
+        self.calls = []
+        self.probe_fails = [True]
+        self.logs = fixtures.FakeLogger(name=outage.__name__)
+        self.logs.setUp()
+        self.addCleanup(self.logs.cleanUp)
+
+    def probe(self):
+        self.calls.append("probe")
+        if self.probe_fails[0]:
+            raise unavailable()
+
+    def recover(self):
+        self.calls.append("recover")
+
+    def test_recovery_only_after_the_probe_answers(self):
+        found = outage.Outage(
+            outage.SCHEDULE, self.recover, clock=self.clock, probe=self.probe
+        )
+        found.failed(unavailable(), "granting")
+        self.clock.now += outage.PROBE_EVERY
+        self.assertFalse(found.usable())
+        # Still down: the reconciliation (retried transactions) not tried.
+        self.assertEqual(["probe"], self.calls)
+        self.probe_fails[0] = False
+        self.clock.now += outage.PROBE_EVERY
+        self.assertTrue(found.usable())
+        self.assertEqual(["probe", "probe", "recover"], self.calls)
+
+    def test_compute_side_wording(self):
+        found = outage.ComputeOutage(self.probe, clock=self.clock)
+        found.failed(unavailable(), "claiming instance x on h/n")
+        self.assertFalse(found.refuses)
+        self.assertIn("builds and deletes go on", self.logs.output)
+        found.skipped()
+        self.clock.now += outage.LOG_EVERY
+        found.failed(unavailable(), "claiming instance y on h/n")
+        self.assertIn(
+            "1 claims and releases left to the reconciliation",
+            self.logs.output,
+        )
