@@ -106,17 +106,22 @@ same every [scheduler] periodic_task_interval seconds.
         default="schedule",
         choices=["schedule", "refuse"],
         help="""
-Inside Nova 17-22: what a scheduler does while grant_scheduler's own
-database cannot be reached or fails in the middle of a grant.  "schedule"
-(the default): the request goes on as the stock scheduler decides it, by
-Nova's filters and weighers and placement's candidates and claims, which
-still keep every node within its inventory; no grant is written, and the
-outage is logged when it starts, every minute while it lasts and when it
-ends.  When the database is back, the books first catch up with what Nova
-placed meanwhile (a reconciliation from Nova's records) before any grant
-is made.  "refuse": no placement claim is made meanwhile and the request
-is answered NoValidHost naming the cause.  A production cloud keeps
-building through an outage of a plugin's database: "schedule".
+Inside Nova: what a scheduler does while grant_scheduler's own database
+cannot be reached or fails in the middle of a grant.  "schedule" (the
+default): the request goes on as the stock scheduler decides it, with no
+grant written: on Nova 17-22 by Nova's filters and weighers and
+placement's candidates and claims, which still keep every node within its
+inventory; on 13-16 by Nova's filters and weighers over its compute node
+records, the computes' own resource claims guarding each node as they do
+for the stock scheduler.  The outage is logged when it starts, every
+minute while it lasts and when it ends; a request tries the database
+again every ten seconds (one statement).  When it is back, the books
+first catch up with what Nova placed meanwhile (a reconciliation from
+Nova's records) before any grant is made.  "refuse": nothing is placed
+meanwhile and each request is answered NoValidHost naming the cause.  A
+production cloud keeps building through an outage of a plugin's
+database: "schedule".  (The compute side never fails a build or a delete
+for it either way: see the docs' failure behaviour.)
 """,
     ),
     cfg.BoolOpt(
