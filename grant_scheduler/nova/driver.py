@@ -122,21 +122,30 @@ class _Periodic(periodic_task.PeriodicTasks):
 
     @periodic_task.periodic_task(spacing=60, run_immediately=True)
     def reap_grants(self, context):
-        counts = self._driver.grant_scheduler.reap()
-        if any(counts.values()):
+        counts = self._driver.while_up("reaping grants", self._reap)
+        if counts and any(counts.values()):
             LOG.info("Reaped grants: %s", counts)
+
+    def _reap(self):
+        return self._driver.grant_scheduler.reap()
 
     @periodic_task.periodic_task(spacing=60, run_immediately=True)
     def sync_hosts(self, context):
-        self._driver.sync_hosts(context)
+        self._driver.while_up(
+            "registering compute nodes", self._driver.sync_hosts, context
+        )
 
     @periodic_task.periodic_task(spacing=60, run_immediately=True)
     def follow_grants(self, context):
-        self._driver.follow_grants(context)
+        self._driver.while_up(
+            "following grants", self._driver.follow_grants, context
+        )
 
     @periodic_task.periodic_task(spacing=60, run_immediately=True)
     def reconcile_claims(self, context):
-        self._driver.reconcile_claims(context)
+        self._driver.while_up(
+            "reconciling claims", self._driver.reconcile_claims, context
+        )
 
 
 class GrantSchedulerDriver:
@@ -271,13 +280,32 @@ class GrantSchedulerDriver:
         self._follower_loop().ensure_started()
         return self._grant_follower().run(context)
 
+    def while_up(self, what, call, *args):
+        """``call(*args)``, a periodic task's work, unless grant_scheduler's
+        database is taken as down (inside Nova): then nothing, and a
+        failure takes it as down instead of escaping.  A probe of the
+        database that finds it back (the books catching up first) may run
+        here, so an outage ends even when no request comes."""
+        if not compat.have_nova():
+            return call(*args)
+        outage = self.outage
+        if not outage.usable():
+            return None
+        try:
+            return call(*args)
+        except outage_module.FAILURES as exc:
+            outage.failed(exc, what)
+            return None
+
     def _follower_loop(self):
         if self._follower is None:
             from grant_scheduler.nova import follow
 
             self._follower = follow.Follower(
                 self,
-                lambda driver: driver._grant_follower().run(),
+                lambda driver: driver.while_up(
+                    "following grants", driver._grant_follower().run
+                ),
                 self._lazy.conf.grant_scheduler.consume_interval,
             )
         return self._follower
@@ -378,12 +406,12 @@ class GrantSchedulerDriver:
             request = _request(context, spec_obj, call, alternates)
         except api.GrantSchedulerError as exc:
             raise compat.no_valid_host(str(exc)) from exc
-        outage = self.outage
-        if outage.usable():
+        outage = self.outage if compat.have_nova() else None
+        if outage is None or outage.usable():
             try:
                 return self._select_by_grants(context, spec_obj, call, request)
             except outage_module.FAILURES as exc:
-                if not compat.have_nova():
+                if outage is None:
                     raise
                 outage.failed(exc, "granting")
         if outage.refuses:

@@ -97,6 +97,27 @@ class TestDriverWhileDown(CutMixin, test_driver.DriverTestCase, base.TestCase):
         self.assertIn(after["host"], ("cmp1", "cmp2"))
         self.assertIn("is back after", self.logs.output)
 
+    def test_periodic_tasks_wait_then_end_the_outage(self):
+        self.cut.stop()
+        # The first task takes the database as down; no task raises, and
+        # none tries it again before a probe is due.
+        with mock.patch.object(api.GrantScheduler, "reap") as reap:
+            reap.side_effect = api.DatabaseUnavailable(url="x", reason="y")
+            self.driver.run_periodic_tasks(self.context)
+            self.driver._periodic.reap_grants(self.context)
+        self.assertEqual(1, reap.call_count)
+        self.assertTrue(self.driver.outage.down)
+        # With no request coming, a periodic task's probe ends it: the
+        # books catch up, then the task runs.
+        self.cut.start()
+        self.clock.now += outage.PROBE_EVERY
+        with mock.patch.object(api.GrantScheduler, "reap") as reap:
+            reap.return_value = {}
+            self.driver._periodic.reap_grants(self.context)
+        reap.assert_called_once_with()
+        self.assertFalse(self.driver.outage.down)
+        self.assertEqual([0], self.caught_up)
+
     def test_nova_record_update_ends_the_remembered_consumption(self):
         self.cut.stop()
         [during] = self.dicts()
