@@ -131,7 +131,9 @@ class BuiltRequests:
         :param admits: ``f(rp_uuid)``, False for a node known to have no
             room (as placement leaves out a full provider: the books'
             usage and what placement holds there for consumers the books
-            do not know); every node is admitted when None.
+            do not know), None for one whose own provider lacks a class
+            asked for (placement's candidates then decide the request);
+            every node is admitted when None.
         """
         self._amounts = dict(amounts)
         self._fetch = fetch
@@ -173,7 +175,14 @@ class BuiltRequests:
         fetched = self._candidates()
         if fetched is not None:
             return rp_uuid in fetched
-        if self._admits is None or self._admits(rp_uuid):
+        verdict = True if self._admits is None else self._admits(rp_uuid)
+        if verdict is None:
+            # NOTE(placement): the node's own provider lacks a class the
+            # request asks for: a child or sharing provider of the node may
+            # hold it, which only placement's candidates tell.
+            self.ask_placement()
+            return rp_uuid in self._candidates()
+        if verdict:
             return True
         self._passed_over = True
         return False

@@ -151,7 +151,13 @@ class InstanceInfoClaims:
         within its limit."""
         try:
             self._gs().correct_claims(
-                host, node, {instance.uuid: resources_of(context, instance)}
+                host,
+                node,
+                {
+                    instance.uuid: self._amount(
+                        context, host, node, instance, resources_of
+                    )
+                },
             )
         except api.GrantSchedulerError:
             LOG.exception(
@@ -170,6 +176,21 @@ class InstanceInfoClaims:
             exc,
         )
         return True
+
+    def _amount(self, context, host, node, instance, resources_of):
+        """What ``instance`` holds on the node's own provider (placement's
+        record, Nova 17-22): a class of a child or sharing provider is
+        not the node's."""
+        amount = resources_of(context, instance)
+        states = [
+            s
+            for s in self._gs().view().states()
+            if s.host == host and s.node == node
+        ]
+        state = states[0] if states else None
+        return claims.on_provider(state, {instance.uuid: amount})[
+            instance.uuid
+        ]
 
     def _claim(self, context, host, instance, resources_of):
         instance_uuid = instance.uuid
@@ -199,7 +220,9 @@ class InstanceInfoClaims:
                 instance_uuid,
                 host,
                 node,
-                lambda: resources_of(context, instance),
+                lambda: self._amount(
+                    context, host, node, instance, resources_of
+                ),
             )
         except api.ClaimRejected as exc:
             if not self._count_anyway(

@@ -229,10 +229,15 @@ class NodeGrants:
         ``known``, with what placement holds there beyond the books as of
         the last look, leaves no room for ``amount`` (live grants aside:
         a grant of an instance Nova gave up is withdrawn on the grant's
-        path); True for a node not known."""
+        path); None when the node's own provider lacks a class of
+        ``amount`` (a child or sharing provider may hold it: placement
+        knows); True for a node not known."""
         state = self._by_uuid.get(node_uuid)
         if state is None:
             return True
+        offered = state.capacity.inventories
+        if any(name not in offered for name in amount):
+            return None
         others = (
             api.NOTHING if self._others is None else self._others(node_uuid)
         )

@@ -87,13 +87,30 @@ class TestBuiltRequests(unittest.TestCase):
         self.assertNotIn("rp-full", requests)
         self.assertIn("rp-a", requests)
 
+    def test_a_class_the_nodes_provider_lacks_is_placements_to_place(self):
+        # CUSTOM_MAGIC on a child provider of the node (Nova's nested
+        # resource requests): a request built on the node's own provider
+        # would be refused, and its order of hosts lost; placement's
+        # candidates decide the request from the first node on.
+        requests = candidates.BuiltRequests(
+            AMOUNTS,
+            lambda: self.fetches.append(1) or self.fetched,
+            admits=lambda rp_uuid: None,
+        )
+        self.assertNotIn("rp-a", requests)
+        self.assertIn("rp-b", requests)
+        self.assertEqual([1], self.fetches)
+        self.assertEqual(self.fetched["rp-b"], requests["rp-b"])
+
     def test_the_room_asked_is_one_instance_of_the_request(self):
         asked = []
         found = candidates.Candidates(
             conf=None,
             client=None,
             host_manager=lambda: FakeHostManager(),
-            room=lambda rp_uuid, amount: asked.append((rp_uuid, amount)),
+            room=lambda rp_uuid, amount: (
+                asked.append((rp_uuid, amount)) or False
+            ),
         )
         requests = BuiltRequestsOf(found, AMOUNTS)
         self.assertNotIn("rp-a", requests)
