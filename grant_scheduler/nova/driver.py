@@ -457,11 +457,8 @@ class GrantSchedulerDriver:
         chosen = choice.select(request.instance_uuids, request.num_alternates)
         self.outage.skipped()
         if chosen is None:
-            reason = "There are not enough hosts available."
-            rejected_by = manager.rejected_by(spec_obj)
-            if rejected_by:
-                reason += " %s rejected the last hosts." % rejected_by
-            raise compat.no_valid_host(reason)
+            # NOTE(nova): the stock scheduler's words, the fault users see.
+            raise compat.no_valid_host("There are not enough hosts available.")
         return _Answer(choice).build(call["answer"], chosen)
 
     def _select_with_placement(self, context, spec_obj, call):
