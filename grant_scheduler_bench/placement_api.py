@@ -522,11 +522,13 @@ class PlacementService:
             "db",
             "sync",
         ]
-        done = subprocess.run(
+        # NOTE: no capture_output: Python 3.6.
+        done = subprocess.run(  # noqa: UP022
             command,
             stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            universal_newlines=True,  # noqa: UP021 - no text= in 3.6
             timeout=START_TIMEOUT,
         )
         if done.returncode != 0:

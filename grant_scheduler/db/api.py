@@ -274,8 +274,10 @@ def _after_fork_in_child():
     _SHARED_LOCK = threading.Lock()
 
 
+# NOTE: Python 3.6 has no fork hooks; a child there builds its own
+# Database (``shared`` keys by process id) and its own lock with it.
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+    os.register_at_fork(after_in_child=_after_fork_in_child)  # novermin
 
 
 def _frozen(mapping):
