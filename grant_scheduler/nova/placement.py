@@ -108,14 +108,17 @@ class GrantingPlacementClient:
                 outage.failed(exc, "granting %s" % consumer_uuid)
         if outage.refuses:
             return False
-        outage.decided_by_placement()
-        return self._client.claim_resources(
+        claimed = self._client.claim_resources(
             context,
             consumer_uuid,
             alloc_request.plain() if built else alloc_request,
             *args,
             **kw,
         )
+        if claimed:
+            # NOTE: only what placement took: a refused claim placed nothing.
+            outage.decided_by_placement()
+        return claimed
 
     def _granted_claim(
         self, context, consumer_uuid, alloc_request, built, *args, **kw
