@@ -65,6 +65,11 @@ connection = {nova_url}{prefix}cell1
 workers = 1
 [oslo_messaging_notifications]
 driver = noop
+[oslo_messaging_rabbit]
+# Queues and messages that outlive a broker restart (False: Nova's
+# default, under which a cast published while a consumer's queue is gone
+# is dropped and its server stays in BUILD).
+amqp_durable_queues = {durable_queues}
 [oslo_concurrency]
 lock_path = {directory}/locks
 [placement]
