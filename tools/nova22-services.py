@@ -334,6 +334,38 @@ def iso_to_epoch(text):
     )
 
 
+def percentile(ordered, p):
+    """The ``p`` quantile of a sorted list (nearest rank), or None."""
+    if not ordered:
+        return None
+    if p == 0.5:
+        return round(statistics.median(ordered), 2)
+    return round(ordered[min(len(ordered) - 1, int(p * len(ordered)))], 2)
+
+
+def log_evidence(scheduler):
+    """What the scheduler services' logs say about the faults: the
+    driver's outage warnings, RPC requests dropped at the broker restart,
+    workers their launchers saw die."""
+    counts = {
+        "gs_database_failed": "grant_scheduler's database failed",
+        "gs_database_back": "grant_scheduler's database is back",
+        "rpc_discarded": "Discarding RPC request",
+        "worker_killed": "killed by signal 9",
+    }
+    found = dict.fromkeys(counts, 0)
+    logs = os.path.join(RUN, "logs")
+    for name in os.listdir(logs):
+        if not (name.endswith(".log") and name.startswith("sched-%s-" % scheduler)):
+            continue
+        with open(os.path.join(logs, name), errors="replace") as f:
+            for line in f:
+                for key, text in counts.items():
+                    if text in line:
+                        found[key] += 1
+    return found
+
+
 # -- the cloud ---------------------------------------------------------------
 
 
@@ -624,7 +656,19 @@ class Run:
         if fault_thread is not None:
             fault_thread.join()
         wall = time.monotonic() - started
-        self.bursts.append({"burst": index, "size": size, "wall_s": wall})
+        boot = sorted(
+            self.servers[i]["boot_s"] for i in ids if "boot_s" in self.servers[i]
+        )
+        self.bursts.append(
+            {
+                "burst": index,
+                "size": size,
+                "wall_s": round(wall, 1),
+                "active": len(boot),
+                "p50_s": percentile(boot, 0.5),
+                "p99_s": percentile(boot, 0.99),
+            }
+        )
         log(
             "%s burst %d: %d boots in %.0f s", self.scheduler, index, size, wall
         )
@@ -651,8 +695,22 @@ class Run:
             victim = workers[0]
             os.kill(victim, signal.SIGKILL)
             record.update(service=proc.name, parent=parent, killed=victim)
+            # oslo.service's launcher forks a new worker in its place.
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                _, now = scheduler_processes(proc)
+                if len(now) == 2 and victim not in now:
+                    record["workers_after"] = now
+                    record["respawned_after_s"] = round(
+                        time.time() - record["at"], 1
+                    )
+                    break
+                time.sleep(0.2)
+            else:
+                self.fail("%s: no worker forked in place of %d", proc.name, victim)
         elif kind == "restart-gs-mariadb":
-            self.cloud.gs_db.restart()
+            # Down long enough for requests in flight to meet it.
+            self.cloud.gs_db.restart(down_s=8)
         elif kind == "restart-rabbitmq":
             restart_rabbitmq()
         record["done"] = time.time()
@@ -786,7 +844,7 @@ class Run:
         # server that holds an allocation without running, lost in a fault,
         # fills its slot for every scheduler as well).
         room = sum(
-            max(0, classes["VCPU"][1] - classes["VCPU"][0])
+            max(0, int(classes["VCPU"][1]) - classes["VCPU"][0])
             for node, classes in state["placement"].items()
             if node in set(self.cloud.nodes()) and "VCPU" in classes
         )
@@ -904,9 +962,7 @@ class Run:
         )
 
         def pct(p):
-            if not boot:
-                return None
-            return round(boot[min(len(boot) - 1, int(p * len(boot)))], 2)
+            return percentile(boot, p)
 
         return {
             "scheduler": self.scheduler,
@@ -943,6 +999,7 @@ def run_scheduler(cloud, scheduler, args):
     for index in range(args.bursts):
         fault = FAULTS[index] if index < len(FAULTS) and args.faults else None
         ids = run.boot_burst(index, args.burst, args.clients, fault=fault)
+        last_settled = time.monotonic()
         state = cloud.check(scheduler)
         verdict = run.judge_burst(
             ids, state, kill=(fault == "kill-scheduler-worker")
@@ -959,8 +1016,10 @@ def run_scheduler(cloud, scheduler, args):
             run.delete(victims)
     # One reconciliation interval (Nova's periodic tasks run them; the
     # option keeps its default), then the books.
-    log("%s: waiting %d s (one reconciliation interval)", scheduler, args.reconcile_wait)
-    time.sleep(args.reconcile_wait)
+    # From the end of the last burst (the deletes between bursts count).
+    wait = max(0, args.reconcile_wait - (time.monotonic() - last_settled))
+    log("%s: waiting %.0f s (one reconciliation interval)", scheduler, wait)
+    time.sleep(wait)
     run.judge_records(cloud.check(scheduler), books=(scheduler == "grants"))
     run.judge_schedulers()
     # Clean the cloud for the next scheduler.
@@ -968,6 +1027,7 @@ def run_scheduler(cloud, scheduler, args):
     cloud.stop_schedulers()
     summary = run.summary()
     summary["wall_s"] = round(time.monotonic() - started, 1)
+    summary["logs"] = log_evidence(scheduler)
     return summary
 
 
