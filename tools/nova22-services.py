@@ -595,6 +595,7 @@ class Run:
         self.failures = []
         self.faults = []
         self.bursts = []
+        self.warm_up = []
 
     def fail(self, msg, *args):
         text = msg % args
@@ -709,8 +710,10 @@ class Run:
             else:
                 self.fail("%s: no worker forked in place of %d", proc.name, victim)
         elif kind == "restart-gs-mariadb":
-            # Down long enough for requests in flight to meet it.
-            self.cloud.gs_db.restart(down_s=8)
+            # Down longer than the driver's own retries last on the
+            # defaults (db_max_retries 30, up to 0.5 s apart: about 12 s),
+            # so that requests in flight meet the outage itself.
+            self.cloud.gs_db.restart(down_s=self.cloud.args.db_down)
         elif kind == "restart-rabbitmq":
             restart_rabbitmq()
         record["done"] = time.time()
@@ -974,6 +977,7 @@ class Run:
             "no_valid_host": nvh,
             "lost_with_killed_worker": lost,
             "other_errors": errors,
+            "warm_up_boot_s": self.warm_up,
             "faults": self.faults,
             "bursts": self.bursts,
             "failures": self.failures,
@@ -995,6 +999,12 @@ def run_scheduler(cloud, scheduler, args):
     started = time.monotonic()
     cloud.start_schedulers(scheduler)
     run = Run(cloud, scheduler)
+    if args.warm_up:
+        warm = Run(cloud, scheduler)
+        ids = warm.boot_burst(-1, args.warm_up, args.warm_up)
+        run.warm_up = [warm.servers[i].get("boot_s") for i in ids]
+        warm.delete(ids)
+        run.failures += warm.failures
     live = []
     for index in range(args.bursts):
         fault = FAULTS[index] if index < len(FAULTS) and args.faults else None
@@ -1046,6 +1056,19 @@ def main():
     parser.add_argument("--bursts", type=int, default=3)
     parser.add_argument("--delete", type=int, default=40)
     parser.add_argument("--no-faults", dest="faults", action="store_false")
+    parser.add_argument(
+        "--db-down",
+        type=float,
+        default=20,
+        help="seconds grant_scheduler's MariaDB stays down in its restart",
+    )
+    parser.add_argument(
+        "--warm-up",
+        type=int,
+        default=2,
+        help="boots (and deletes) before the bursts, not counted: the "
+        "first requests of a scheduler service pay its start",
+    )
     parser.add_argument(
         "--transient-queues",
         dest="durable_queues",
