@@ -196,7 +196,6 @@ def _stub_glance_and_neutron():
 
 def serve(role, nodes, argv):
     import nova.monkey_patch  # noqa: F401 - first, as in every Nova service
-
     from nova import config
 
     if role in ("api", "conductor", "compute"):
