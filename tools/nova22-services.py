@@ -370,6 +370,30 @@ def log_evidence(scheduler):
     return found
 
 
+def placement_claims(since, until):
+    """Placement's answers to claims (``PUT /allocations/...``) logged
+    between two ``YYYY-mm-dd HH:MM:SS`` times: ``{"ok", "conflict"}``; a
+    conflict is a claim placement refused (the node filled meanwhile, or
+    its generation moved), after which Nova's scheduler tries the next
+    host."""
+    found = {"ok": 0, "conflict": 0}
+    try:
+        with open(os.path.join(RUN, "placement.log"), errors="replace") as f:
+            for line in f:
+                if '"PUT /allocations/' not in line:
+                    continue
+                if not since <= line[:19] <= until:
+                    continue
+                found["conflict" if "status: 409" in line else "ok"] += 1
+    except OSError:
+        pass
+    return found
+
+
+def now_stamp():
+    return time.strftime("%Y-%m-%d %H:%M:%S")
+
+
 # -- the cloud ---------------------------------------------------------------
 
 
@@ -1049,6 +1073,7 @@ FAULTS = ["kill-scheduler-worker", "restart-gs-mariadb", "restart-rabbitmq"]
 
 def run_scheduler(cloud, scheduler, args):
     started = time.monotonic()
+    since = now_stamp()
     cloud.start_schedulers(scheduler)
     run = Run(cloud, scheduler)
     if args.warm_up:
@@ -1090,6 +1115,7 @@ def run_scheduler(cloud, scheduler, args):
     summary = run.summary()
     summary["wall_s"] = round(time.monotonic() - started, 1)
     summary["logs"] = log_evidence(scheduler)
+    summary["placement_claims"] = placement_claims(since, now_stamp())
     return summary
 
 
