@@ -628,6 +628,7 @@ class Run:
         self.faults = []
         self.bursts = []
         self.warm_up = []
+        self.held_by_lost = {}
 
     def fail(self, msg, *args):
         text = msg % args
@@ -855,7 +856,7 @@ class Run:
 
     # -- judging ---------------------------------------------------------
 
-    def judge_burst(self, ids, state, kill=False):
+    def judge_burst(self, ids, state, fault=None):
         """Every server ACTIVE or ERROR: NoValidHost, and only when the
         cloud was full at the burst's end."""
         nvh = [
@@ -867,19 +868,23 @@ class Run:
         # A request the killed worker held is lost with it: Nova's conductor
         # waits for the answer until its call monitor gives up
         # (rpc_response_timeout, 60 s) and buries the server in cell0 with
-        # MessagingTimeout.  Nova's own outcome, whatever the driver:
-        # counted, not failed, in the burst of the kill only.
+        # MessagingTimeout.  So is a request whose answer was on its way
+        # when RabbitMQ stopped (reply queues do not outlive the broker's
+        # restart).  Nova's own outcome, whatever the driver (a server
+        # placement had already allocated keeps its allocation until it
+        # is deleted): counted, not failed, in the burst of such a fault
+        # only.
         lost = [
             sid
             for sid in ids
-            if kill
+            if fault in ("kill-scheduler-worker", "restart-rabbitmq")
             and self.servers[sid].get("status") == "ERROR"
             and self.servers[sid]
             .get("fault", "")
             .startswith("MessagingTimeout")
         ]
         for sid in lost:
-            self.servers[sid]["lost_with_killed_worker"] = True
+            self.servers[sid]["lost_in_fault"] = True
         other = [
             sid
             for sid in ids
@@ -913,7 +918,7 @@ class Run:
             )
         return {
             "nvh": len(nvh),
-            "lost_with_killed_worker": len(lost),
+            "lost_in_fault": len(lost),
             "other_errors": len(other),
             "room": room,
         }
@@ -950,8 +955,25 @@ class Run:
                     cn["vcpus"],
                 )
         # Placement: no provider over its capacity; each node's usage is
-        # what Nova runs there.
+        # what Nova runs there, but for the allocations servers lost in a
+        # fault still hold (Nova's, counted apart).
+        lost = {
+            sid for sid, r in self.servers.items() if r.get("lost_in_fault")
+        }
+        held = {}
+        for alloc in state["allocations"]:
+            if alloc["consumer"] in lost:
+                node_held = held.setdefault(alloc["node"], {})
+                node_held[alloc["rc"]] = (
+                    node_held.get(alloc["rc"], 0) + alloc["used"]
+                )
+        if books is not None:
+            self.held_by_lost = held
         for node, classes in state["placement"].items():
+            classes = {
+                rc: (used - held.get(node, {}).get(rc, 0), cap)
+                for rc, (used, cap) in classes.items()
+            }
             for rc, (used, cap) in classes.items():
                 if used > cap:
                     self.fail(
@@ -974,9 +996,9 @@ class Run:
         for node in nodes:
             book = state["books"].get(node)
             placement = {
-                rc: pair[0]
+                rc: pair[0] - held.get(node, {}).get(rc, 0)
                 for rc, pair in state["placement"].get(node, {}).items()
-                if pair[0]
+                if pair[0] - held.get(node, {}).get(rc, 0)
             }
             if book is None:
                 self.fail("books: no row for %s", node)
@@ -1029,13 +1051,13 @@ class Run:
         boot = sorted(r["boot_s"] for r in done if "boot_s" in r)
         seen = sorted(r["seen_s"] for r in done if "seen_s" in r)
         nvh = sum(1 for r in done if "No valid host" in r.get("fault", ""))
-        lost = sum(1 for r in done if r.get("lost_with_killed_worker"))
+        lost = sum(1 for r in done if r.get("lost_in_fault"))
         errors = sum(
             1
             for r in done
             if r["status"] != "ACTIVE"
             and "No valid host" not in r.get("fault", "")
-            and not r.get("lost_with_killed_worker")
+            and not r.get("lost_in_fault")
         )
 
         def pct(p):
@@ -1051,9 +1073,10 @@ class Run:
             "seen_p50_s": percentile(seen, 0.5),
             "seen_p99_s": percentile(seen, 0.99),
             "no_valid_host": nvh,
-            "lost_with_killed_worker": lost,
+            "lost_in_fault": lost,
             "other_errors": errors,
             "warm_up_boot_s": self.warm_up,
+            "placement_held_by_lost": self.held_by_lost,
             "faults": self.faults,
             "bursts": self.bursts,
             "failures": self.failures,
@@ -1088,9 +1111,7 @@ def run_scheduler(cloud, scheduler, args):
         ids = run.boot_burst(index, args.burst, args.clients, fault=fault)
         last_settled = time.monotonic()
         state = cloud.check(scheduler)
-        verdict = run.judge_burst(
-            ids, state, kill=(fault == "kill-scheduler-worker")
-        )
+        verdict = run.judge_burst(ids, state, fault=fault)
         run.bursts[-1].update(verdict, fault=fault)
         log("%s burst %d: %s", scheduler, index, verdict)
         live += [i for i in ids if run.servers[i].get("status") == "ACTIVE"]
@@ -1237,7 +1258,7 @@ def main():
                 r["p99_s"],
                 r["max_s"],
                 r["no_valid_host"],
-                r.get("lost_with_killed_worker", 0),
+                r.get("lost_in_fault", 0),
                 r["other_errors"],
                 len(r["failures"]),
             )
