@@ -629,6 +629,7 @@ class Run:
         self.bursts = []
         self.warm_up = []
         self.held_by_lost = {}
+        self.orphan_consumers = []
 
     def fail(self, msg, *args):
         text = msg % args
@@ -960,9 +961,23 @@ class Run:
         lost = {
             sid for sid, r in self.servers.items() if r.get("lost_in_fault")
         }
+        # An allocation whose consumer is no instance of the cell (nor a
+        # migration's: none run here) is one Nova itself left behind: a
+        # placement claim made by the worker killed before it answered,
+        # whose server was deleted meanwhile ("has allocations against
+        # this compute host but is not found in the database", the
+        # compute logs).  Seen with either driver: counted apart too.
+        in_cell = {inst["uuid"] for inst in state["instances"]}
+        orphans = {
+            alloc["consumer"]
+            for alloc in state["allocations"]
+            if alloc["consumer"] not in in_cell
+        }
+        if books is not None:
+            self.orphan_consumers = sorted(orphans)
         held = {}
         for alloc in state["allocations"]:
-            if alloc["consumer"] in lost:
+            if alloc["consumer"] in lost | orphans:
                 node_held = held.setdefault(alloc["node"], {})
                 node_held[alloc["rc"]] = (
                     node_held.get(alloc["rc"], 0) + alloc["used"]
@@ -1077,6 +1092,7 @@ class Run:
             "other_errors": errors,
             "warm_up_boot_s": self.warm_up,
             "placement_held_by_lost": self.held_by_lost,
+            "placement_orphan_consumers": self.orphan_consumers,
             "faults": self.faults,
             "bursts": self.bursts,
             "failures": self.failures,
