@@ -30,6 +30,8 @@ import os
 import subprocess
 import sys
 
+from tests.nova22 import cloud
+
 NOVA_CONF = """
 [DEFAULT]
 transport_url = {transport_url}
@@ -88,15 +90,6 @@ discover_hosts_in_cells_interval = -1
 connection = {gs_url}
 """
 
-PLACEMENT_CONF = """
-[DEFAULT]
-debug = False
-log_file = {directory}/placement.log
-[api]
-auth_strategy = noauth2
-[placement_database]
-connection = {nova_url}{prefix}placement
-"""
 
 DRIVERS = {"stock": "filter_scheduler", "grants": "grant_scheduler"}
 
@@ -123,7 +116,13 @@ def setup(spec):
         with open(conf_path(spec, scheduler), "w") as f:
             f.write(NOVA_CONF.format(driver=driver, **spec))
     with open(os.path.join(directory, "placement.conf"), "w") as f:
-        f.write(PLACEMENT_CONF.format(**spec))
+        f.write(
+            cloud.PLACEMENT_CONF.format(
+                directory=directory,
+                placement_url="%s%splacement"
+                % (spec["nova_url"], spec["prefix"]),
+            )
+        )
     _run(
         "placement-manage",
         "--config-file",
