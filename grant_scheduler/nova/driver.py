@@ -333,9 +333,7 @@ class GrantSchedulerDriver:
     def outage(self):
         """This process's ``outage.Outage`` (built on first use)."""
         if self._outage is None:
-            from grant_scheduler.nova import outage
-
-            self._outage = outage.Outage(
+            self._outage = outage_module.Outage(
                 self._lazy.conf.grant_scheduler.database_failure,
                 self._catch_up,
                 probe=lambda: self.grant_scheduler.ping(),
