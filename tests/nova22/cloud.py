@@ -311,43 +311,58 @@ def _run(*args):
     )
 
 
-def setup(spec):
-    """Nova's databases and records, placement's schema."""
-    directory = spec["directory"]
-    conf = _nova_conf(spec, "stock")
-    _nova_conf(spec, "grants")
-    with open(os.path.join(directory, "placement.conf"), "w") as f:
-        f.write(PLACEMENT_CONF.format(**spec))
-    _run(
-        "placement-manage",
-        "--config-file",
-        os.path.join(directory, "placement.conf"),
-        "db",
-        "sync",
-    )
+def make_databases(run, directory, placement_url, conf, cells, transport):
+    """Placement's schema, then Nova's API database, cell0 and cell1, as
+    an operator makes them (``placement-manage`` and ``nova-manage``).
+
+    :param run: ``f(*command)`` running one command, raising if it fails.
+    :param conf: the nova.conf ``nova-manage`` reads.
+    :param cells: ``(cell0 URL, cell1 URL)``.
+    :param transport: cell1's transport URL.
+    """
+    placement_conf = os.path.join(directory, "placement.conf")
+    with open(placement_conf, "w") as f:
+        f.write(
+            PLACEMENT_CONF.format(
+                directory=directory, placement_url=placement_url
+            )
+        )
+    run("placement-manage", "--config-file", placement_conf, "db", "sync")
     manage = ["nova-manage", "--config-file", conf]
-    _run(*manage, "api_db", "sync")
-    _run(
-        *manage,
-        "cell_v2",
-        "map_cell0",
-        "--database_connection",
-        "sqlite:///%s/cell0.sqlite" % directory,
-    )
-    _run(
+    run(*manage, "api_db", "sync")
+    run(*manage, "cell_v2", "map_cell0", "--database_connection", cells[0])
+    run(
         *manage,
         "cell_v2",
         "create_cell",
         "--name",
         "cell1",
         "--database_connection",
-        "sqlite:///%s/cell1.sqlite" % directory,
+        cells[1],
         "--transport-url",
+        transport,
+    )
+    run(*manage, "db", "sync")
+
+
+def setup(spec):
+    """Nova's databases and records, placement's schema."""
+    directory = spec["directory"]
+    conf = _nova_conf(spec, "stock")
+    _nova_conf(spec, "grants")
+    make_databases(
+        _run,
+        directory,
+        spec["placement_url"],
+        conf,
+        (
+            "sqlite:///%s/cell0.sqlite" % directory,
+            "sqlite:///%s/cell1.sqlite" % directory,
+        ),
         "fake://",
     )
-    _run(*manage, "db", "sync")
     _write_records(spec, conf)
-    _run(*manage, "cell_v2", "discover_hosts")
+    _run("nova-manage", "--config-file", conf, "cell_v2", "discover_hosts")
 
 
 def _cell1(conf):

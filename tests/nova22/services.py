@@ -115,43 +115,16 @@ def setup(spec):
     for scheduler, driver in DRIVERS.items():
         with open(conf_path(spec, scheduler), "w") as f:
             f.write(NOVA_CONF.format(driver=driver, **spec))
-    with open(os.path.join(directory, "placement.conf"), "w") as f:
-        f.write(
-            cloud.PLACEMENT_CONF.format(
-                directory=directory,
-                placement_url="%s%splacement"
-                % (spec["nova_url"], spec["prefix"]),
-            )
-        )
-    _run(
-        "placement-manage",
-        "--config-file",
-        os.path.join(directory, "placement.conf"),
-        "db",
-        "sync",
-    )
     conf = conf_path(spec, "grants")
-    manage = ["nova-manage", "--config-file", conf]
-    _run(*manage, "api_db", "sync")
-    _run(
-        *manage,
-        "cell_v2",
-        "map_cell0",
-        "--database_connection",
-        "%s%scell0" % (spec["nova_url"], spec["prefix"]),
-    )
-    _run(
-        *manage,
-        "cell_v2",
-        "create_cell",
-        "--name",
-        "cell1",
-        "--database_connection",
-        "%s%scell1" % (spec["nova_url"], spec["prefix"]),
-        "--transport-url",
+    url = "%s%s" % (spec["nova_url"], spec["prefix"])
+    cloud.make_databases(
+        _run,
+        directory,
+        url + "placement",
+        conf,
+        (url + "cell0", url + "cell1"),
         spec["transport_url"],
     )
-    _run(*manage, "db", "sync")
     # grant_scheduler's schema, as the README tells an operator to make it.
     _run(
         sys.executable,
