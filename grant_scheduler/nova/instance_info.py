@@ -181,13 +181,8 @@ class InstanceInfoClaims:
         """What ``instance`` holds on the node's own provider (placement's
         record, Nova 17-22): a class of a child or sharing provider is
         not the node's."""
+        state = self._gs().view().by_node().get((host, node))
         amount = resources_of(context, instance)
-        states = [
-            s
-            for s in self._gs().view().states()
-            if s.host == host and s.node == node
-        ]
-        state = states[0] if states else None
         return claims.on_provider(state, {instance.uuid: amount})[
             instance.uuid
         ]
