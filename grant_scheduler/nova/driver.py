@@ -351,6 +351,7 @@ class GrantSchedulerDriver:
         the worker, on first use)."""
         if self._filter_scheduler is None:
             from grant_scheduler.nova import placement
+            from grant_scheduler.nova import reconcile
 
             self._filter_scheduler = placement.GrantingFilterScheduler(
                 self.host_manager,
@@ -360,6 +361,7 @@ class GrantSchedulerDriver:
                     self.registry.refresh,
                     lambda uuid: self.capacities().others(uuid),
                     self.outage,
+                    reconcile.NodeReconciler(self._lazy.get),
                 ),
                 self.registry,
             )

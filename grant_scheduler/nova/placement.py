@@ -184,7 +184,13 @@ class NodeGrants:
     """Grants on the node Nova's FilterScheduler chose, for one process."""
 
     def __init__(
-        self, grant_scheduler, follower, refresh=None, others=None, outage=None
+        self,
+        grant_scheduler,
+        follower,
+        refresh=None,
+        others=None,
+        outage=None,
+        reconcile=None,
     ):
         """
         :param grant_scheduler: ``f()`` giving the ``GrantScheduler``.
@@ -195,11 +201,15 @@ class NodeGrants:
             beyond the books (``PlacementCapacities.others``).
         :param outage: ``outage.Outage`` of this process (one that never
             recovers by itself when None: tests).
+        :param reconcile: ``f(host, node)``, True when it corrected the
+            node's claims to what Nova runs there
+            (``reconcile.NodeReconciler``).
         """
         self._gs = grant_scheduler
         self._follower = follower
         self._refresh = refresh
         self._others = others
+        self._reconcile = reconcile
         self._by_uuid = {}
         self.outage = outage or outage_module.Outage(
             outage_module.SCHEDULE, lambda: None
@@ -260,7 +270,14 @@ class NodeGrants:
         retry = self._follower.on_node(context, node.host, node.node)
         if self._refresh is not None:
             retry = self._refresh(context, node) or retry
-        if retry:
+        if retry and self._try(context, instance_uuid, node, amount):
+            return True
+        # NOTE(grants): or a claim of an instance Nova no longer runs there
+        # (its delete's cast was lost): the node's books made what Nova
+        # runs, as the periodic reconciliation would make them.
+        if self._reconcile is not None and self._reconcile(
+            node.host, node.node
+        ):
             return self._try(context, instance_uuid, node, amount)
         return False
 

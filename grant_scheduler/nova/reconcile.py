@@ -30,6 +30,7 @@ Only imported when Nova is.
 """
 
 import dataclasses
+import time
 
 from nova import context as nova_context
 from nova import objects
@@ -182,15 +183,25 @@ class Reconciler:
         self._gs = grant_scheduler
         self._records = records
 
-    def divergences(self):
-        """``(Divergence list, claims read before Nova's records)``."""
+    def divergences(self, node=None):
+        """Every node that differs (read before Nova's records, so that a
+        claim written meanwhile is not taken for a stale one).
+
+        :param node: ``(host, node)`` to look at that node alone.
+        """
         gs = self._gs()
         books = {}
-        for claim in gs.claims():
+        for claim in gs.claims(host=None if node is None else node[0]):
             books.setdefault((claim.host, claim.node), {})[
                 claim.instance_uuid
             ] = claim.resources
-        states = {(r.state.host, r.state.node): r.state for r in gs.hosts()}
+        if node is None:
+            states = {
+                (r.state.host, r.state.node): r.state for r in gs.hosts()
+            }
+        else:
+            state = gs.view().by_node().get(node)
+            states = {} if state is None else {node: state}
         nodes = set(states)
         records = self._records or NovaRecords()
         nova = records.by_node({host for host, _ in nodes})
@@ -204,10 +215,11 @@ class Reconciler:
                 found.append(Divergence(host, node, runs, claimed))
         return found
 
-    def run(self):
-        """Correct every node that differs; returns the corrections."""
+    def run(self, node=None):
+        """Correct every node that differs (``node``: that one alone);
+        returns the corrections."""
         corrections = []
-        for divergence in self.divergences():
+        for divergence in self.divergences(node):
             releases = set(divergence.books) - set(divergence.nova)
             try:
                 done = self._gs().correct_claims(
@@ -236,3 +248,39 @@ class Reconciler:
                 )
             corrections.append((divergence, done))
         return corrections
+
+
+class NodeReconciler:
+    """One node made what Nova's records say it runs, when a grant on a
+    node placement offered is refused by the books.
+
+    The books may hold a claim Nova no longer runs: a delete whose
+    instance-info cast was lost (fan-out queues do not outlive a RabbitMQ
+    restart) is released by the periodic reconciliation only, up to
+    ``reconcile_interval`` later, and meanwhile the stock scheduler would
+    have placed there.  Most refusals are a race lost for the node's last
+    room, which Nova's records cannot change: a node is looked at again
+    at most every ``EVERY`` seconds per process.
+    """
+
+    EVERY = 10.0
+
+    def __init__(self, grant_scheduler, records=None, clock=time.monotonic):
+        """
+        :param grant_scheduler: ``f()`` giving the ``GrantScheduler``.
+        :param records: ``NovaRecords`` (built on first use).
+        """
+        self._reconciler = Reconciler(grant_scheduler, records)
+        self._clock = clock
+        self._looked = {}
+
+    def __call__(self, host, node):
+        """True when the node's claims changed (a retry may fit)."""
+        now = self._clock()
+        if now - self._looked.get((host, node), -self.EVERY) < self.EVERY:
+            return False
+        self._looked[(host, node)] = now
+        return any(
+            done.released or done.resized
+            for _, done in self._reconciler.run(node=(host, node))
+        )

@@ -82,6 +82,25 @@ class TestLostDelete(BooksTestBase):
         self.assertNotIn(servers[0]["id"], self.claimed(host))
         self.assert_books_agree()
 
+    def test_the_room_of_a_lost_delete_is_granted_before_reconciling(self):
+        # A full cloud; one delete's cast is lost (as around a RabbitMQ
+        # restart): the books still claim the server, placement and Nova
+        # have its room.  The next boot goes there, as with the stock
+        # scheduler, without waiting for the periodic reconciliation.
+        servers = [self.boot() for _ in range(base.SLOTS_PER_HOST * 2)]
+        self.boot(expected_state="ERROR")
+        with mock.patch.object(
+            self.driver.host_manager, "delete_instance_info"
+        ):
+            self._delete_server(servers[0])
+        host = servers[0]["OS-EXT-SRV-ATTR:host"]
+        self.assertIn(servers[0]["id"], self.claimed(host))
+        server = self.boot()
+        self.assertEqual(host, server["OS-EXT-SRV-ATTR:host"])
+        self.assertNotIn(servers[0]["id"], self.claimed(host))
+        self.assertIn(server["id"], self.claimed(host))
+        self.assert_books_agree()
+
 
 class TestResizeOnTheSameHost(BooksTestBase):
     HOSTS = ("host1",)
