@@ -21,6 +21,7 @@ from tests.nova import base as nova_base
 from tests.nova import fakes
 from tests.nova import test_driver
 from tests.nova import test_hooks
+from tests.nova import test_virt
 
 
 class Clock:
@@ -189,6 +190,39 @@ class TestHooksWhileDown(CutMixin, test_hooks.HookTestCase, base.TestCase):
         other = fakes.instance(str(uuid.uuid4()), test_hooks.FLAVOR, "cmp1")
         self.gs.schedule(2, 4096, 40, instance_uuids=[other.uuid])
         test_hooks.build(self.manager, other, "cmp1")
+        self.assertFalse(self.hooks_outage.down)
+        [grant] = [
+            g for g in self.gs.grants() if g.instance_uuid == other.uuid
+        ]
+        self.assertEqual("consumed", grant.state)
+
+
+class TestVirtWhileDown(CutMixin, test_virt.SpawnCase):
+    """The claiming virt driver shares the hooks' claim and release."""
+
+    def setUp(self):
+        super().setUp()
+        self.hooks_outage = test_hooks.hooks.outage()
+        self.hooks_outage._clock = self.clock
+
+    def test_spawn_and_destroy_go_on_then_claims_resume(self):
+        [instance] = self.granted()
+        later = self.instance()
+        self.cut.stop()
+        self.spawn(instance)
+        self.assertIn(instance.uuid, self.driver.instances)
+        self.assertTrue(self.hooks_outage.down)
+        with mock.patch.object(api.GrantScheduler, "claim") as claim:
+            self.spawn(later)
+            self.driver.destroy(self.context, instance, None)
+        claim.assert_not_called()
+        self.assertIn(later.uuid, self.driver.instances)
+        self.assertNotIn(instance.uuid, self.driver.instances)
+        # Back: the next spawn claims its grant again.
+        self.cut.start()
+        self.clock.now += outage.PROBE_EVERY
+        [other] = self.granted()
+        self.spawn(other)
         self.assertFalse(self.hooks_outage.down)
         [grant] = [
             g for g in self.gs.grants() if g.instance_uuid == other.uuid

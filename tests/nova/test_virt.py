@@ -83,7 +83,9 @@ class TestPlacingTheModule(base.TestCase):
             virt.NoSuchDriver  # noqa: B018
 
 
-class TestClaimingSpawn(nova_base.NovaTestCase, base.TestCase):
+class SpawnCase(nova_base.NovaTestCase, base.TestCase):
+    """A node of grant_scheduler's and the claiming fake driver on it."""
+
     def setUp(self):
         super().setUp()
         self.gs.report_host(
@@ -108,6 +110,8 @@ class TestClaimingSpawn(nova_base.NovaTestCase, base.TestCase):
         )
         return instances
 
+
+class TestClaimingSpawn(SpawnCase):
     def test_spawn_consumes_the_grant(self):
         [instance] = self.granted()
         self.spawn(instance)
