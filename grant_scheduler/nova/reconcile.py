@@ -156,8 +156,7 @@ class NovaRecords:
                     amounts.of(instance),
                 )
                 continue
-            old = instance.old_flavor or instance.flavor
-            new = instance.new_flavor or instance.flavor
+            old, new = _flavors(instance, migration)
             add(
                 migration.source_compute,
                 migration.source_node,
@@ -170,6 +169,20 @@ class NovaRecords:
                 instance.uuid,
                 amounts.of(instance, new),
             )
+
+
+def _flavors(instance, migration):
+    """``(source's, destination's)`` flavour of a migration in progress,
+    as Nova's resource tracker takes them: the stashed old and new
+    flavours for a resize only; every other move (a cold or live
+    migration, an evacuation) runs the instance's flavour on both sides,
+    whatever an earlier, reverted resize left stashed."""
+    if getattr(migration, "migration_type", None) != "resize":
+        return instance.flavor, instance.flavor
+    return (
+        instance.old_flavor or instance.flavor,
+        instance.new_flavor or instance.flavor,
+    )
 
 
 class Reconciler:

@@ -8,9 +8,12 @@ them from its cell database in ``tests/nova22/in_nova/books.py``
 
 import uuid
 
+from nova import objects
+
 from grant_scheduler import api
 from grant_scheduler.nova import reconcile
 from tests import base
+from tests.nova import fakes
 from tests.nova import test_driver
 
 SIZE = api.Resources(2, 4096, 40)
@@ -98,3 +101,40 @@ class TestNodeReconciler(test_driver.DriverTestCase, base.TestCase):
     def test_a_node_the_books_do_not_know(self):
         self.assertFalse(self.reconcile("cmp9", "cmp9"))
         self.assertEqual(self.servers["cmp1"], self.claimed("cmp1"))
+
+
+class TestMovingFlavors(base.TestCase):
+    """A move's flavours as Nova's resource tracker counts them."""
+
+    def setUp(self):
+        super().setUp()
+        self.small, self.big = (
+            fakes.flavor(1, 512, 1),
+            fakes.flavor(4, 8192, 80),
+        )
+
+    def instance(self, flavor, old=None, new=None):
+        instance = fakes.instance(str(uuid.uuid4()), flavor, "cmp1")
+        instance.old_flavor = old
+        instance.new_flavor = new
+        return instance
+
+    def test_a_resize_holds_the_old_flavour_at_the_source(self):
+        instance = self.instance(self.big, old=self.small, new=self.big)
+        migration = objects.Migration(migration_type="resize")
+        self.assertEqual(
+            (self.small, self.big),
+            reconcile._flavors(instance, migration),
+        )
+
+    def test_other_moves_after_a_reverted_resize_hold_the_flavour(self):
+        # A reverted resize can leave its flavours stashed: a live
+        # migration or an evacuation after it moves the instance as it is.
+        instance = self.instance(self.small, old=self.small, new=self.big)
+        for kind in ("live-migration", "evacuation", "migration"):
+            migration = objects.Migration(migration_type=kind)
+            self.assertEqual(
+                (self.small, self.small),
+                reconcile._flavors(instance, migration),
+                kind,
+            )
