@@ -47,7 +47,7 @@ def instance_resources(context, instance, bdms=None, is_bfv=None):
     if is_bfv is None:
         is_bfv = is_volume_backed(context, instance, bdms)
     return compat.instance_amount(
-        compat.field(instance, "flavor"), is_bfv=is_bfv
+        compat.field(instance, "flavor"), is_bfv=is_bfv, instance=instance
     )
 
 
@@ -119,4 +119,4 @@ class Amounts:
         )
         if flavor is None:
             flavor = compat.field(instance, "flavor") or instance
-        return compat.instance_amount(flavor, is_bfv=is_bfv)
+        return compat.instance_amount(flavor, is_bfv=is_bfv, instance=instance)

@@ -95,7 +95,7 @@ def flavor_resources(flavor, is_bfv=False):
     )
 
 
-def placement_resources(flavor, is_bfv=False):
+def placement_resources(flavor, is_bfv=False, image_cpu_policy=None):
     """What Nova 17-22 allocates in placement on the compute node's own
     provider for one instance of ``flavor``: swap is part of DISK_GB (in
     whole GB, rounded up), and a ``resources:<CLASS>=N`` extra spec takes
@@ -103,9 +103,9 @@ def placement_resources(flavor, is_bfv=False):
     on a 2-vCPU flavour allocates one VCPU; an Ironic flavour asks one
     unit of its custom class and sets VCPU, MEMORY_MB and DISK_GB to 0).
     A flavour that asks PCPU, or dedicated CPUs (``hw:cpu_policy``, from
-    Nova 20 on), asks no VCPU for its vCPUs.  Numbered groups
-    (``resourcesN:``, on other providers) are not counted; neither is an
-    image's own CPU policy, which the flavour does not carry."""
+    Nova 20 on, the flavour's or else the image's: ``image_cpu_policy``),
+    asks no VCPU for its vCPUs.  Numbered groups (``resourcesN:``, on
+    other providers) are not counted."""
     root_gb = 0 if is_bfv else field(flavor, "root_gb", 0)
     swap_gb = int(math.ceil(field(flavor, "swap", 0) / 1024))
     amounts = {
@@ -123,8 +123,11 @@ def placement_resources(flavor, is_bfv=False):
             continue
     extra_specs = field(flavor, "extra_specs") or {}
     overridden = _overridden(flavor)
+    # NOTE(nova): the flavour's policy first, else the image's (an image
+    # asking dedicated CPUs of a flavour that says shared never boots).
+    policy = extra_specs.get("hw:cpu_policy") or image_cpu_policy
     if (
-        extra_specs.get("hw:cpu_policy") == "dedicated"
+        policy == "dedicated"
         and not overridden & {"VCPU", "PCPU"}
         and _pinning_translated()
     ):
@@ -154,20 +157,36 @@ def _overridden(flavor):
     }
 
 
-def instance_amount(flavor, is_bfv=False):
+def instance_amount(flavor, is_bfv=False, instance=None):
     """What one instance of ``flavor`` holds on its node: placement's
-    allocation on Nova 17-22 (``placement_resources``), the flavour as
-    the compute node record counts it before (``flavor_resources``)."""
+    allocation on Nova 17-22 (``placement_resources``, with the CPU policy
+    of ``instance``'s image), the flavour as the compute node record
+    counts it before (``flavor_resources``)."""
     if claims_in_placement():
-        return placement_resources(flavor, is_bfv=is_bfv)
+        return placement_resources(
+            flavor, is_bfv=is_bfv, image_cpu_policy=image_cpu_policy(instance)
+        )
     return flavor_resources(flavor, is_bfv=is_bfv)
+
+
+def image_cpu_policy(instance):
+    """The ``hw_cpu_policy`` of the image ``instance`` was built from, as
+    Nova keeps it in the instance's system metadata (None when that is not
+    loaded: it is never read lazily, one query per instance)."""
+    metadata = field(instance, "system_metadata") or {}
+    return metadata.get("image_hw_cpu_policy")
 
 
 def amount_attrs():
     """The instance fields ``instance_amount`` reads beyond an instance's
     own columns: its flavour (extra specs, swap) where placement counts
-    them, nothing before."""
-    return ["flavor"] if claims_in_placement() else []
+    them, and its system metadata (the image's CPU policy) where a
+    dedicated policy is asked of placement as PCPU; nothing before."""
+    if not claims_in_placement():
+        return []
+    return (
+        ["flavor", "system_metadata"] if _pinning_translated() else ["flavor"]
+    )
 
 
 def spec_resources(spec_obj):

@@ -37,13 +37,18 @@ from nova.scheduler import host_manager as nova_host_manager
 from oslo_log import log as logging
 
 from grant_scheduler.nova import claims
+from grant_scheduler.nova import compat
 from grant_scheduler.nova import instance_info
 from grant_scheduler.nova import outage as outage_module
 from grant_scheduler.nova import view as nova_view
 
 LOG = logging.getLogger(__name__)
 
-_FLAVOR = ["flavor"]
+
+def _amount_attrs():
+    """An instance's fields its amount is read from: always its flavour
+    (13-16 too), and what placement's amount adds."""
+    return ["flavor"] + [a for a in compat.amount_attrs() if a != "flavor"]
 
 
 def _nova_db():
@@ -295,7 +300,7 @@ class GrantsHostManager(nova_host_manager.HostManager):
             found = objects.InstanceList.get_by_filters(
                 cctxt,
                 {"uuid": list(instance_uuids), "host": host, "deleted": False},
-                expected_attrs=_FLAVOR,
+                expected_attrs=_amount_attrs(),
             )
             return list(found)
 
@@ -303,7 +308,7 @@ class GrantsHostManager(nova_host_manager.HostManager):
         """Every instance Nova places on ``host``/``node``, with flavours."""
         with self._cell_context(context, host) as cctxt:
             found = objects.InstanceList.get_by_host_and_node(
-                cctxt, host, node, expected_attrs=_FLAVOR
+                cctxt, host, node, expected_attrs=_amount_attrs()
             )
             return list(found)
 

@@ -301,6 +301,42 @@ class TestPlacementResources(unittest.TestCase):
                 api.Resources(4, 512, 1), compat.placement_resources(pinned)
             )
 
+    def test_dedicated_cpus_by_the_images_policy_are_pcpu(self):
+        flavor = _flavor(4, 512, 1)
+        shared = _flavor(4, 512, 1, **{"hw:cpu_policy": "shared"})
+        instance = types.SimpleNamespace(
+            system_metadata={"image_hw_cpu_policy": "dedicated"}
+        )
+        in_placement = mock.patch.object(
+            compat, "claims_in_placement", lambda: True
+        )
+        in_placement.start()
+        self.addCleanup(in_placement.stop)
+        with mock.patch.object(compat, "release", lambda: 22):
+            self.assertEqual(
+                api.Resources(0, 512, 1, PCPU=4),
+                compat.instance_amount(flavor, instance=instance),
+            )
+            # The flavour's own policy comes first.
+            self.assertEqual(
+                api.Resources(4, 512, 1),
+                compat.instance_amount(shared, instance=instance),
+            )
+            # Not loaded: never read lazily.
+            self.assertEqual(
+                api.Resources(4, 512, 1),
+                compat.instance_amount(
+                    flavor, instance=types.SimpleNamespace()
+                ),
+            )
+            self.assertIn("system_metadata", compat.amount_attrs())
+        with mock.patch.object(compat, "release", lambda: 19):
+            self.assertEqual(
+                api.Resources(4, 512, 1),
+                compat.instance_amount(flavor, instance=instance),
+            )
+            self.assertNotIn("system_metadata", compat.amount_attrs())
+
     def test_a_numbered_group_is_not_the_nodes(self):
         flavor = _flavor(2, 512, 1, **{"resources1:VCPU": "1"})
         self.assertEqual(
@@ -321,7 +357,8 @@ class TestPlacementResources(unittest.TestCase):
             self.assertEqual(
                 api.Resources(1, 512, 12), compat.instance_amount(flavor)
             )
-            self.assertEqual(["flavor"], compat.amount_attrs())
+            with mock.patch.object(compat, "release", lambda: 19):
+                self.assertEqual(["flavor"], compat.amount_attrs())
 
 
 class TestOnProvider(unittest.TestCase):
