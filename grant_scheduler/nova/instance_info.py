@@ -29,6 +29,7 @@ from oslo_log import log as logging
 
 from grant_scheduler import api
 from grant_scheduler.nova import claims
+from grant_scheduler.nova import outage
 
 LOG = logging.getLogger(__name__)
 
@@ -89,6 +90,8 @@ class InstanceInfoClaims:
                         candidate,
                     )
                     return True
+            except outage.FAILURES:
+                raise  # the database's: the caller's outage takes it
             except api.GrantSchedulerError:
                 LOG.exception(
                     "Could not release instance %s from %s/%s",

@@ -134,7 +134,11 @@ class HostManager(gs_host_manager.GrantsHostManager):
 
     def __init__(self, cloud, driver):
         self.cloud = cloud
-        super().__init__(lambda: driver.grant_scheduler, driver.nodes_of_host)
+        super().__init__(
+            lambda: driver.grant_scheduler,
+            driver.nodes_of_host,
+            outage=lambda: driver.outage,
+        )
 
     # The database reads of Nova's HostManager:
 

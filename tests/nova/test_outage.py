@@ -119,6 +119,22 @@ class TestDriverWhileDown(CutMixin, test_driver.DriverTestCase, base.TestCase):
         self.assertFalse(self.driver.outage.down)
         self.assertEqual([0], self.caught_up)
 
+    def test_a_lost_release_of_instance_info_takes_the_database_as_down(self):
+        instance = fakes.instance(str(uuid.uuid4()), self.flavor, "cmp1")
+        self.cloud.add_instance(instance)
+        self.driver.sync_hosts(self.context)
+        manager = self.driver.host_manager
+        manager.update_instance_info(
+            self.context, "cmp1", fakes.instance_list(instance)
+        )
+        self.assertEqual(
+            [instance.uuid], [c.instance_uuid for c in self.gs.claims()]
+        )
+        self.cut.stop()
+        manager.delete_instance_info(self.context, "cmp1", instance.uuid)
+        self.assertTrue(self.driver.outage.down)
+        self.assertIn("following instance info", self.logs.output)
+
     def test_nova_record_update_ends_the_remembered_consumption(self):
         self.cut.stop()
         [during] = self.dicts()
