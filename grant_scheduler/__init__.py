@@ -3,5 +3,6 @@
 A scheduler writes a *grant* row before it answers, and the write itself is
 decided against the host row under its lock: a grant that does not fit is
 never taken and the request falls over to the next host.  A compute host
-consumes the grant when it claims.  See README.rst for the protocol.
+consumes the grant when it claims.  See doc/source/contributor/protocol.rst
+for the protocol.
 """

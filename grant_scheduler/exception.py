@@ -105,7 +105,7 @@ class ClaimRejected(GrantSchedulerError):
 class InvariantViolated(GrantSchedulerError):
     msg_fmt = (
         "%(count)d invariant violation(s) found (listed above); see "
-        "README.rst, 'Invariants'."
+        "doc/source/contributor/protocol.rst, 'Invariants'."
     )
 
 

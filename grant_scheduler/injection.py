@@ -2,8 +2,9 @@
 
 Off by default: a component built without ``Hooks`` fires into an empty
 registry, which costs one dictionary lookup.  Tests use them to pause one
-scheduler between two protocol steps while another runs (README, Development),
-or to kill a process at an exact step.
+scheduler between two protocol steps while another runs (the deterministic
+interleavings of doc/source/contributor/testing.rst), or to kill a process
+at an exact step.
 
 Points fired by the scheduler:
 

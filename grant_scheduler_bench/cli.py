@@ -486,7 +486,7 @@ def render(rows, wide=False):
 def compact_table(body, headers, **options):
     """``tabulate``'s simple table without its two spaces of padding
     around each header, so that the key columns fit 120 columns (and the
-    README can quote tables as printed)."""
+    documentation can quote tables as printed)."""
     padding, tabulate.MIN_PADDING = tabulate.MIN_PADDING, 0
     try:
         return tabulate.tabulate(

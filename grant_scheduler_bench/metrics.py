@@ -1,4 +1,4 @@
-"""Turn a run's raw counts into the documented metrics (README: Benchmark).
+"""Turn a run's raw counts into the metrics doc/source/benchmark documents.
 
 Also the fresh read behind ``nvh_with_room``: after each NoValidHost a
 scheduler process answers, it reads the tables again (usage plus live

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The benchmark's JSON as ratios: grants against every other strategy.
 
-    python3 tools/bench-ratios.py doc/bench-mariadb-20.json [...]
+    python3 tools/bench-ratios.py \
+        doc/source/benchmark/bench-mariadb-20.json [...]
 
 One line per workload, host count, seed and scheduler count: each
 strategy's placements per second, grants' rate divided by each other's,

@@ -27,7 +27,8 @@ BUILD, no node may be over capacity in Nova's records or placement; at
 the end, after one reconciliation interval, grant_scheduler's books must
 equal placement's usage and what Nova runs on each node, and both
 scheduler services must still run both workers.  Writes
-doc/nova22-services.json and prints a table; exits 1 on a failed check.
+doc/source/admin/nova22-services.json and prints a table; exits 1 on a
+failed check.
 """
 
 import argparse
@@ -1199,7 +1200,8 @@ def main():
         help="seconds from the last burst to the books' check",
     )
     parser.add_argument(
-        "--json", default=os.path.join(SRC, "doc/nova22-services.json")
+        "--json",
+        default=os.path.join(SRC, "doc/source/admin/nova22-services.json"),
     )
     parser.add_argument(
         "--keep", action="store_true", help="leave the cloud up (debugging)"

@@ -10,10 +10,10 @@
 #   tools/nova22-services.sh [OPTIONS]   e.g. --schedulers grants --bursts 2
 #
 # Run as root, after tools/nova22-root.sh build and install.  Writes
-# doc/nova22-services.json; exits 1 when a check fails.  RabbitMQ is
-# restarted once per scheduler (stop_app/start_app) and left running;
-# grant_scheduler's database is a private mariadbd under /tmp, restarted
-# once per scheduler; the 3306 server is never restarted (only its
+# doc/source/admin/nova22-services.json; exits 1 when a check fails.
+# RabbitMQ is restarted once per scheduler (stop_app/start_app) and left
+# running; grant_scheduler's database is a private mariadbd under /tmp,
+# restarted once per scheduler; the 3306 server is never restarted (only its
 # gs_services_* databases are made, and dropped on the next run).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

@@ -2,8 +2,8 @@
 
 Needs the cluster of ``tools/galera-cluster.sh start`` (``tox -e galera``
 starts and stops it).  Every process writes to its own node (multi-writer,
-the hardest case) with ``mysql_wsrep_sync_wait = 1``, as the README
-recommends.  Checked: two grants on one host written on two nodes at once
+the hardest case) with ``mysql_wsrep_sync_wait = 1``, as the docs
+recommend.  Checked: two grants on one host written on two nodes at once
 conflict at certification and both succeed after a retry; and a fill with
 schedulers and computes spread over the nodes keeps I1 and I4 while one
 node is killed and rejoins.

@@ -125,7 +125,8 @@ def setup(spec):
         (url + "cell0", url + "cell1"),
         spec["transport_url"],
     )
-    # grant_scheduler's schema, as the README tells an operator to make it.
+    # grant_scheduler's schema, as the admin guide tells an operator to make
+    # it.
     _run(
         sys.executable,
         "-c",
