@@ -39,6 +39,7 @@ from oslo_log import log as logging
 from grant_scheduler import api
 from grant_scheduler.nova import claims as nova_claims
 from grant_scheduler.nova import compat
+from grant_scheduler.nova import outage
 
 LOG = logging.getLogger(__name__)
 
@@ -293,7 +294,17 @@ class NodeReconciler:
         if now - self._looked.get((host, node), -self.EVERY) < self.EVERY:
             return False
         self._looked[(host, node)] = now
-        return any(
-            done.released or done.resized
-            for _, done in self._reconciler.run(node=(host, node))
-        )
+        try:
+            corrections = self._reconciler.run(node=(host, node))
+        except outage.FAILURES:
+            raise  # grant_scheduler's database: the caller's outage
+        except Exception:  # noqa: BLE001 - Nova's records: the grant decides
+            LOG.warning(
+                "Could not read what Nova runs on %s/%s; its grant is "
+                "decided by the books as they are",
+                host,
+                node,
+                exc_info=True,
+            )
+            return False
+        return any(done.released or done.resized for _, done in corrections)

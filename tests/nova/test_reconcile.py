@@ -98,6 +98,16 @@ class TestNodeReconciler(test_driver.DriverTestCase, base.TestCase):
         self.assertTrue(self.reconcile("cmp1", "cmp1"))
         self.assertNotIn(gone, self.claimed("cmp1"))
 
+    def test_nova_records_unreadable_leave_the_books_as_they_are(self):
+        gone = self.delete_unseen("cmp1")
+
+        def unreadable(hosts):
+            raise RuntimeError("the cell database is away")
+
+        self.records.by_node = unreadable
+        self.assertFalse(self.reconcile("cmp1", "cmp1"))
+        self.assertIn(gone, self.claimed("cmp1"))
+
     def test_a_node_the_books_do_not_know(self):
         self.assertFalse(self.reconcile("cmp9", "cmp9"))
         self.assertEqual(self.servers["cmp1"], self.claimed("cmp1"))
