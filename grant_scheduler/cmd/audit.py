@@ -61,6 +61,26 @@ def _describe(consumers):
     )
 
 
+def _placement_allocations():
+    """``f(node_uuid)`` reading what each consumer holds on a node's
+    provider from placement (Nova 17-22: dedicated CPUs may be PCPU or
+    VCPU, and placement's allocation says which), or None."""
+    from grant_scheduler.nova import compat
+    from grant_scheduler.nova import inventory
+
+    if not compat.claims_in_placement():
+        return None
+    clients = []
+
+    def client():
+        if not clients:
+            clients.append(compat.scheduler_report_client())
+        return clients[0]
+
+    placement = inventory.PlacementInventory(client)
+    return lambda node_uuid: placement.allocations(None, node_uuid)
+
+
 def line(divergence):
     """One node where the books differ from what Nova runs (a
     ``reconcile.Divergence``), each side's amounts by resource class."""
@@ -90,7 +110,9 @@ def main(argv=None):
     objects.register_all()
     lazy = service.Lazy()
     try:
-        reconciler = reconcile.Reconciler(lazy.get)
+        reconciler = reconcile.Reconciler(
+            lazy.get, allocations=_placement_allocations()
+        )
         found = reconciler.divergences()
         for divergence in found:
             print(line(divergence))

@@ -51,18 +51,35 @@ def instance_resources(context, instance, bdms=None, is_bfv=None):
     )
 
 
-def on_provider(state, amounts):
+def on_provider(state, amounts, allocations=None):
     """``{uuid: Resources}`` as placement holds them on the node of
     ``state`` (its ``HostState`` in the books), its own provider (Nova
     17-22): the classes the node's inventory lacks (DISK_GB of a sharing
     provider) are held by another provider, not there.  Unchanged before
-    placement, and for a node the books do not know (None)."""
+    placement, and for a node the books do not know (None).
+
+    :param allocations: ``f(node_uuid)`` giving ``{consumer uuid:
+        Resources}`` placement holds on the node's provider now, or None
+        (``inventory.PlacementInventory.allocations``); asked only when a
+        consumer's amount has dedicated CPUs, which Nova asks placement
+        for as PCPU and, when no node has PCPU left, as VCPU (its fallback
+        query, 20-22): placement's allocation says which it took.
+    """
     if state is None or not compat.claims_in_placement():
         return amounts
     offered = state.capacity.inventories
-    return {
+    held = {
         uuid: _held_there(amount, offered) for uuid, amount in amounts.items()
     }
+    pinned = [uuid for uuid, amount in held.items() if "PCPU" in amount]
+    if pinned and allocations is not None:
+        found = allocations(state.node_uuid) or {}
+        for uuid in pinned:
+            if uuid in found:
+                held[uuid] = found[uuid].map(
+                    lambda name, value: value if name in offered else 0
+                )
+    return held
 
 
 def _held_there(amount, offered):

@@ -239,6 +239,7 @@ class GrantSchedulerDriver:
                     self._lazy.get,
                     self.nodes_of_host,
                     outage=lambda: self.outage,
+                    allocations=self.allocations,
                 )
         return self._host_manager
 
@@ -320,14 +321,23 @@ class GrantSchedulerDriver:
         if compat.have_nova():
             from grant_scheduler.nova import reconcile
 
-            reconcile.Reconciler(self._lazy.get).run()
+            reconcile.Reconciler(
+                self._lazy.get, allocations=self.allocations
+            ).run()
 
     def _catch_up(self):
         """After an outage of the database: the books made what Nova's
         records say each node runs (raises while it is still down)."""
         from grant_scheduler.nova import reconcile
 
-        reconcile.Reconciler(self._lazy.get).run()
+        reconcile.Reconciler(
+            self._lazy.get, allocations=self.allocations
+        ).run()
+
+    def allocations(self, node_uuid):
+        """What each consumer holds on the node's provider in placement
+        now (Nova 17-22), or None."""
+        return self.capacities().allocations(node_uuid)
 
     @property
     def outage(self):
@@ -343,7 +353,7 @@ class GrantSchedulerDriver:
     def _grant_follower(self):
         from grant_scheduler.nova import follow
 
-        return follow.GrantFollower(self._lazy.get)
+        return follow.GrantFollower(self._lazy.get, self.allocations)
 
     @property
     def filter_scheduler(self):
@@ -361,7 +371,9 @@ class GrantSchedulerDriver:
                     self.registry.refresh,
                     lambda uuid: self.capacities().others(uuid),
                     self.outage,
-                    reconcile.NodeReconciler(self._lazy.get),
+                    reconcile.NodeReconciler(
+                        self._lazy.get, allocations=self.allocations
+                    ),
                 ),
                 self.registry,
             )

@@ -117,9 +117,14 @@ class Outcome:
 class GrantFollower:
     """Follows live grants to their instances (see the module)."""
 
-    def __init__(self, grant_scheduler):
-        """:param grant_scheduler: ``f()`` giving the ``GrantScheduler``."""
+    def __init__(self, grant_scheduler, allocations=None):
+        """
+        :param grant_scheduler: ``f()`` giving the ``GrantScheduler``.
+        :param allocations: ``f(node_uuid)``, what each consumer holds on
+            the node's provider in placement (``claims.on_provider``).
+        """
         self._gs = grant_scheduler
+        self._allocations = allocations
 
     def run(self, context=None):
         """Follow every live grant; returns an ``Outcome``."""
@@ -225,7 +230,9 @@ class GrantFollower:
 
     def _count(self, host, node, amounts, outcome, state):
         try:
-            amounts = nova_claims.on_provider(state, amounts)
+            amounts = nova_claims.on_provider(
+                state, amounts, self._allocations
+            )
             done = self._gs().correct_claims(host, node, amounts)
         except api.GrantSchedulerError:
             LOG.warning(

@@ -159,17 +159,21 @@ class GrantsHostManager(nova_host_manager.HostManager):
 
     host_state_cls = _PrivateHostState
 
-    def __init__(self, grant_scheduler, nodes_of_host, outage=None):
+    def __init__(
+        self, grant_scheduler, nodes_of_host, outage=None, allocations=None
+    ):
         """
         :param grant_scheduler: ``f()`` giving the ``GrantScheduler``.
         :param nodes_of_host: ``f(host)`` giving the host's node names.
         :param outage: ``f()`` giving the process's ``outage.Outage``:
             while the database is taken as down, instance info is not
             followed (the reconciliation that ends the outage writes it).
+        :param allocations: ``f(node_uuid)``, what each consumer holds on
+            the node's provider in placement (``claims.on_provider``).
         """
         self._outage = outage
         self.instance_claims = instance_info.InstanceInfoClaims(
-            grant_scheduler, nodes_of_host
+            grant_scheduler, nodes_of_host, allocations
         )
         self._rejected_by = weakref.WeakKeyDictionary()
         self._computes = {}

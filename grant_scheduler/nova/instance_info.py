@@ -37,15 +37,18 @@ LOG = logging.getLogger(__name__)
 class InstanceInfoClaims:
     """Claims and releases from instance info, for one scheduler process."""
 
-    def __init__(self, grant_scheduler, nodes_of_host):
+    def __init__(self, grant_scheduler, nodes_of_host, allocations=None):
         """
         :param grant_scheduler: ``f()`` giving the ``GrantScheduler``.
         :param nodes_of_host: ``f(host)`` giving the names of the host's
             nodes grant_scheduler knows, for a delete whose node this
             process has not seen.
+        :param allocations: ``f(node_uuid)``, what each consumer holds on
+            the node's provider in placement (``claims.on_provider``).
         """
         self._gs = grant_scheduler
         self._nodes_of_host = nodes_of_host
+        self._allocations = allocations
         self._lock = threading.Lock()
         self._claimed = {}  # host -> {instance uuid: node}
         self._missing = {}  # host -> uuids the last sync did not list
@@ -186,9 +189,9 @@ class InstanceInfoClaims:
         not the node's."""
         state = self._gs().view().by_node().get((host, node))
         amount = resources_of(context, instance)
-        return claims.on_provider(state, {instance.uuid: amount})[
-            instance.uuid
-        ]
+        return claims.on_provider(
+            state, {instance.uuid: amount}, self._allocations
+        )[instance.uuid]
 
     def _claim(self, context, host, instance, resources_of):
         instance_uuid = instance.uuid

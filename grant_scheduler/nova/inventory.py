@@ -123,6 +123,19 @@ class PlacementInventory:
         usages = found.get("usages") or {}
         return api.Resources.of({n: int(v) for n, v in usages.items()})
 
+    def allocations(self, context, node_uuid):
+        """``{consumer uuid: Resources}`` placement holds on the node's
+        provider now, or None."""
+        found = self._read(context, node_uuid, "allocations")
+        if found is None:
+            return None
+        return {
+            consumer: api.Resources.of(
+                {n: int(v) for n, v in (held.get("resources") or {}).items()}
+            )
+            for consumer, held in (found.get("allocations") or {}).items()
+        }
+
     def changed(self, context):
         """The uuids of the providers whose generation moved since the
         last call (all of them at the first), or None when placement did

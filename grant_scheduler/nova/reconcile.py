@@ -189,13 +189,16 @@ def _flavors(instance, migration):
 class Reconciler:
     """Makes the books equal to Nova's records."""
 
-    def __init__(self, grant_scheduler, records=None):
+    def __init__(self, grant_scheduler, records=None, allocations=None):
         """
         :param grant_scheduler: ``f()`` giving the ``GrantScheduler``.
         :param records: ``NovaRecords`` (built on first use).
+        :param allocations: ``f(node_uuid)``, what each consumer holds on
+            the node's provider in placement (``claims.on_provider``).
         """
         self._gs = grant_scheduler
         self._records = records
+        self._allocations = allocations
 
     def divergences(self, node=None):
         """Every node that differs (read before Nova's records, so that a
@@ -222,7 +225,9 @@ class Reconciler:
         found = []
         for host, node in sorted(nodes):
             runs = nova_claims.on_provider(
-                states[(host, node)], nova.get((host, node), {})
+                states[(host, node)],
+                nova.get((host, node), {}),
+                self._allocations,
             )
             claimed = books.get((host, node), {})
             if runs != claimed:
@@ -279,12 +284,19 @@ class NodeReconciler:
 
     EVERY = 10.0
 
-    def __init__(self, grant_scheduler, records=None, clock=time.monotonic):
+    def __init__(
+        self,
+        grant_scheduler,
+        records=None,
+        clock=time.monotonic,
+        allocations=None,
+    ):
         """
         :param grant_scheduler: ``f()`` giving the ``GrantScheduler``.
         :param records: ``NovaRecords`` (built on first use).
+        :param allocations: as ``Reconciler``'s.
         """
-        self._reconciler = Reconciler(grant_scheduler, records)
+        self._reconciler = Reconciler(grant_scheduler, records, allocations)
         self._clock = clock
         self._looked = {}
 

@@ -44,6 +44,10 @@ class RecordCapacities:
     def of(self, context, host_state):
         return compat.capacity_of(host_state, self._reserved())
 
+    def allocations(self, node_uuid):
+        """None: no placement before Nova 17."""
+        return None
+
     def to_check(self, context, host_states):
         """The nodes whose capacity ``sync`` compares: every one."""
         return host_states
@@ -87,6 +91,11 @@ class PlacementCapacities:
 
     def of(self, context, host_state):
         return self.of_node(context, host_state.uuid)
+
+    def allocations(self, node_uuid):
+        """What each consumer holds on the node's provider now, or None
+        (``inventory.PlacementInventory.allocations``)."""
+        return self._inventory.allocations(None, node_uuid)
 
     def of_node(self, context, node_uuid):
         """The node's capacity in placement now, or None."""

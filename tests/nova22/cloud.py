@@ -190,8 +190,10 @@ class Cloud:
         processes of ``system`` (``SYSTEMS``), ``callers`` at a time in
         each; returns ``{"wall_s", "calls": [...]}``, one call per
         request (``ms``, ``host`` and ``node``, or ``nvh`` with ``room``:
-        the providers that had room when NoValidHost was answered).
-        ``profile``: each process runs its calls under cProfile and the
+        the providers that had room when NoValidHost was answered).  Each
+        placed instance then gets its host and node in the cell database,
+        as the compute's resource tracker sets them, before grant_scheduler
+        claims it.  ``profile``: each process runs its calls under cProfile and the
         result's ``profiles`` names the files of their stats."""
         run = os.path.join(self.directory, "run-%s" % uuid.uuid4().hex[:8])
         os.mkdir(run)
@@ -542,6 +544,33 @@ def request_spec(flavor, instance_uuid, **fields):
     return objects.RequestSpec(**values)
 
 
+def _set_host(admin, cell, instance_uuid, chosen):
+    """What the compute's resource tracker writes when it claims: the
+    instance's host and node.  (The cell database is a SQLite file that
+    every scheduler process writes: a write that finds it locked waits
+    and tries again.)"""
+    import eventlet
+    import sqlalchemy as sa
+    from nova import context as nova_context
+    from nova import objects
+    from oslo_db import exception as db_exception
+
+    for attempt in range(200):
+        try:
+            with nova_context.target_cell(admin, cell) as cctxt:
+                instance = objects.Instance.get_by_uuid(
+                    cctxt, instance_uuid, expected_attrs=[]
+                )
+                instance.host = chosen.service_host
+                instance.node = chosen.nodename
+                instance.save()
+            return
+        except (sa.exc.OperationalError, db_exception.DBError) as exc:
+            if "locked" not in str(exc) or attempt == 199:
+                raise
+            eventlet.sleep(0.02)
+
+
 class _Counts:
     """SQL statements by database name, and placement's HTTP requests,
     made in this process while counting is on."""
@@ -598,6 +627,9 @@ def schedule(spec, system, run, index, count, callers, profile=False):
     counts = _Counts()
     manager = scheduler_manager.SchedulerManager()
     admin = nova_context.get_admin_context()
+    [cell] = [
+        c for c in objects.CellMappingList.get_all(admin) if c.name == "cell1"
+    ]
     # Nova's service runs the manager's periodic tasks at start.
     manager.periodic_tasks(admin)
     # Every compute tells every scheduler what it runs, at its start and
@@ -662,6 +694,10 @@ def schedule(spec, system, run, index, count, callers, profile=False):
             return
         ms = (time.monotonic() - started) * 1000
         chosen = answer[0][0]
+        # The compute's resource tracker sets the instance's host and node
+        # when it claims, before its instance information (the books'
+        # claim) reaches the schedulers.
+        _set_host(admin, cell, instance_uuid, chosen)
         if system == "grants":
             nova_claims.claim(
                 manager.driver.grant_scheduler,
