@@ -8,7 +8,10 @@ with Nova's own ``filter_scheduler`` and by a ``TestGrants*`` class with
 The assertions are what the stock scheduler does (its class passing
 shows it), so grant_scheduler passing the same assertions is deciding as
 stock decides: the same servers ACTIVE, on the same hosts, the same
-NoValidHost, the same allocations in placement.
+NoValidHost, the same allocations in placement.  Where grant_scheduler
+decides differently, its ``TestGrants*`` class runs, in the scenario's
+place, a test of the same name that asserts what grant_scheduler does,
+its docstring saying how that differs (``GrantsPinnedDifference``).
 
 The inventory a node offers is placement's in every scenario (an
 allocation ratio or a reserved amount set through placement's API, as an
@@ -678,16 +681,6 @@ class PinnedDecisions(Decisions):
             (s["OS-EXT-SRV-ATTR:host"], self.allocated(s)) for s in servers
         )
 
-    def assert_two_pcpu_servers_each(self, flavor):
-        """Boot ``flavor`` until NoValidHost: each host takes two servers,
-        each on one of its PCPU, and no VCPU."""
-        active, refused = self.boot_until_no_valid_host(flavor, 6)
-        self.assertEqual(
-            [("host1", ON_PCPU)] * 2 + [("host2", ON_PCPU)] * 2,
-            self.placed(active),
-        )
-        self.assert_no_valid_host(refused)
-
     def test_a_pcpu_override_is_what_is_taken(self):
         """``resources:PCPU=1`` on a 1-vCPU flavour allocates one PCPU and
         no VCPU (and asks no fallback): two servers a host."""
@@ -696,16 +689,12 @@ class PinnedDecisions(Decisions):
         flavor = self.make_flavor(
             vcpus=1, ram=128, disk=1, extra_specs={"resources:PCPU": "1"}
         )
-        self.assert_two_pcpu_servers_each(flavor)
-
-    def test_dedicated_cpus_are_pcpu(self):
-        """``hw:cpu_policy=dedicated`` asks PCPU for the flavour's vCPUs;
-        with ``[workarounds] disable_fallback_pcpu_query`` (as once every
-        compute reports PCPU), only PCPU: two servers a host."""
-        if not self.reports_pcpu():
-            return
-        self.flags(disable_fallback_pcpu_query=True, group="workarounds")
-        self.assert_two_pcpu_servers_each(self.dedicated_flavor())
+        active, refused = self.boot_until_no_valid_host(flavor, 6)
+        self.assertEqual(
+            [("host1", ON_PCPU)] * 2 + [("host2", ON_PCPU)] * 2,
+            self.placed(active),
+        )
+        self.assert_no_valid_host(refused)
 
     def fill_with_dedicated(self):
         """Boot dedicated servers until NoValidHost, with Nova's default
