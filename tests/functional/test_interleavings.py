@@ -7,6 +7,7 @@ exact, not a hope that a race window opens, and where a test needs the
 other scheduler to be *waiting for a lock* it asks the server so.
 """
 
+import dataclasses
 import threading
 import time
 import uuid
@@ -508,15 +509,40 @@ SHAPES = {
 }
 
 
+def times(amount, count):
+    """``count`` instances of ``amount``, class by class."""
+    return amount.map(lambda name, value: value * count)
+
+
+def holding(capacity, slots):
+    """The shape's capacity with every inventory ``slots`` times as large:
+    a node that holds ``slots`` of the shape's amount."""
+    return api.Capacity.of(
+        {
+            name: dataclasses.replace(
+                inventory,
+                total=inventory.total * slots,
+                max_unit=inventory.max_unit * slots,
+            )
+            for name, inventory in capacity.inventories.items()
+        }
+    )
+
+
 class ClassesTestCase(InterleavingTestCase):
-    def shape(self, name):
-        """One node of the shape's capacity, the only one (the node of the
-        shape before is deleted); its admin and amount."""
+    def shape(self, name, nodes=1, slots=1):
+        """``nodes`` nodes of the shape's capacity, each holding ``slots``
+        of its amount, the only ones (the nodes of the shape before are
+        deleted); their admin and the amount."""
         capacity, amount = SHAPES[name]
         admin = self.gs()
         for report in admin.hosts():
             admin.delete_host(report.state.host, report.state.node)
-        admin.report_host("host-" + name, "node-" + name, capacity)
+        for number in range(nodes):
+            suffix = name if nodes == 1 else "%s%d" % (name, number)
+            admin.report_host(
+                "host-" + suffix, "node-" + suffix, holding(capacity, slots)
+            )
         return admin, amount
 
     def schedule_amount(self, gs, amount):
@@ -528,6 +554,14 @@ class ClassesTestCase(InterleavingTestCase):
         [report] = admin.hosts()
         self.assertEqual(amount, report.state.granted)
         self.assertEqual(amount, report.live_grants)
+        self.assertEqual([], admin.check())
+
+    def assertGrantedOnEachNode(self, admin, amount):
+        """Every node's live grants are ``amount``, in its books and in its
+        grant rows alike."""
+        for report in admin.hosts():
+            self.assertEqual(amount, report.state.granted)
+            self.assertEqual(amount, report.live_grants)
         self.assertEqual([], admin.check())
 
 
@@ -584,3 +618,184 @@ class ClassesFreshRow(ClassesTestCase):
                     {placed.grant_id: decision.GRANT_WON}, self.grant_states()
                 )
                 self.assertOneGrantOfEach(admin, amount)
+
+
+@base.with_scenarios(base.ALL_BACKENDS)
+class ClassesOutOfOrderArrival(ClassesTestCase):
+    """H3 for every class: the newer grant consumed first, the reaper
+    leaves the older one, whose claim then moves every class of it."""
+
+    def test_an_older_grant_of_any_class_survives_the_reaper(self):
+        for name in sorted(SHAPES):
+            with self.subTest(shape=name):
+                admin, amount = self.shape(name, slots=2)
+                gs = self.gs()
+                [older] = self.schedule_amount(gs, amount)
+                [newer] = self.schedule_amount(gs, amount)
+                self.assertLess(older.ticket, newer.ticket)
+
+                outcome = gs.claim(newer.instance_uuid, newer.host, newer.node)
+                self.assertEqual(
+                    ("grant", amount), (outcome.how, outcome.resources)
+                )
+                self.assertEqual(1, admin.reap()["superseded"])
+                self.assertEqual(
+                    {older.grant_id: decision.GRANT_WON}, self.grant_states()
+                )
+                [report] = admin.hosts()
+                self.assertEqual(newer.ticket, report.last_grant_ticket)
+                self.assertEqual(amount, report.state.used)
+                self.assertGrantedOnEachNode(admin, amount)
+
+                # The older build arrives: its grant is still there.
+                outcome = gs.claim(older.instance_uuid, older.host, older.node)
+                self.assertEqual("grant", outcome.how)
+                [report] = admin.hosts()
+                self.assertEqual(newer.ticket, report.last_grant_ticket)
+                self.assertEqual(times(amount, 2), report.state.used)
+                self.assertEqual(times(amount, 2), report.claimed)
+                self.assertGrantedOnEachNode(admin, api.Resources())
+                admin.reap()
+                self.assertEqual([], admin.check(quiescent=True))
+
+
+@base.with_scenarios(base.ALL_BACKENDS)
+class ClassesCrashedScheduler(ClassesTestCase):
+    """H5 for every class: a dead scheduler's grant holds its classes until
+    it expires; a claim that arrives for it then re-checks every class."""
+
+    def test_an_expired_grant_of_any_class_is_reaped_and_rechecked(self):
+        for name in sorted(SHAPES):
+            with self.subTest(shape=name):
+                admin, amount = self.shape(name)
+                crash = Pause()
+                dead = self.gs(
+                    hooks=injection.Hooks().on("grant_committed", crash)
+                )
+                dead_uuid = str(uuid.uuid4())
+                run_dead = Run(
+                    dead.schedule, resources=amount, instance_uuids=[dead_uuid]
+                )
+                run_dead.start()
+                crash.wait_reached(self)
+
+                survivor = self.gs()
+                with self.assertRaises(api.NoValidHost) as caught:
+                    self.schedule_amount(survivor, amount)
+                self.assertFalse(caught.exception.contention)
+
+                # One TTL later the reaper gives back every class of it.
+                survivor.database.clock_offset = api.Settings().grant_ttl + 1
+                self.assertEqual(1, survivor.reap()["expired"])
+                self.assertGrantedOnEachNode(admin, api.Resources())
+                [selection] = self.schedule_amount(survivor, amount)
+                survivor.claim(
+                    selection.instance_uuid, selection.host, selection.node
+                )
+
+                # The dead scheduler's build arrives late: no grant, and its
+                # scarce class has no room on re-check.
+                with self.assertRaises(api.ClaimRejected) as caught:
+                    survivor.claim(
+                        dead_uuid, selection.host, selection.node, amount
+                    )
+                self.assertIn("does not fit", str(caught.exception))
+
+                crash.resume()
+                run_dead.outcome(self)
+                [report] = admin.hosts()
+                self.assertEqual(amount, report.state.used)
+                self.assertEqual(amount, report.claimed)
+                self.assertGrantedOnEachNode(admin, api.Resources())
+
+
+@base.with_scenarios(base.ALL_BACKENDS)
+class ClassesCascadingLosers(ClassesTestCase):
+    """H6 for every class: a grant that does not fit is never written, so
+    it takes no room of any class from a later grant."""
+
+    def test_a_loser_of_any_class_leaves_its_room_to_a_later_grant(self):
+        for name in sorted(SHAPES):
+            with self.subTest(shape=name):
+                admin, small = self.shape(name, slots=3)
+                big = times(small, 2)
+                # The loser reads its view while the node is empty...
+                loser_view = Pause()
+                lost = Pause(when=lambda **info: not info["won"])
+                loser = self.gs(
+                    hooks=injection.Hooks()
+                    .on("view_loaded", loser_view)
+                    .on("grant_verified", lost)
+                )
+                run_loser = Run(self.schedule_amount, loser, big)
+                run_loser.start()
+                loser_view.wait_reached(self)
+                # ... a first big grant wins ...
+                [first] = self.schedule_amount(self.gs(), big)
+                # ... and the loser's is found not to fit, and stops there.
+                loser_view.resume()
+                lost.wait_reached(self)
+                self.assertEqual(
+                    {first.grant_id: decision.GRANT_WON}, self.grant_states()
+                )
+                self.assertGrantedOnEachNode(admin, big)
+                # The last third still fits and is granted at once.
+                late = self.gs()
+                [selection] = self.schedule_amount(late, small)
+                self.assertEqual(0, late.counters.conflicts)
+                lost.resume()
+                _, error = run_loser.outcome(self)
+                self.assertIsInstance(error, api.NoValidHost)
+                self.assertEqual(
+                    {
+                        first.grant_id: decision.GRANT_WON,
+                        selection.grant_id: decision.GRANT_WON,
+                    },
+                    self.grant_states(),
+                )
+                self.assertGrantedOnEachNode(admin, times(small, 3))
+
+
+@base.with_scenarios(base.ALL_BACKENDS)
+class ClassesAllOrNothing(ClassesTestCase):
+    """H11 for every class: a request whose instances do not all fit gives
+    back every class of every grant it wrote."""
+
+    def schedule_many(self, gs, amount, count):
+        return gs.schedule(
+            resources=amount,
+            instance_uuids=[str(uuid.uuid4()) for _ in range(count)],
+        )
+
+    def test_a_partial_request_of_any_class_withdraws_its_grants(self):
+        for name in sorted(SHAPES):
+            with self.subTest(shape=name):
+                admin, amount = self.shape(name, nodes=2)
+                # More instances than the nodes hold: nothing is written.
+                self.assertRaises(
+                    api.NoValidHost, self.schedule_many, self.gs(), amount, 3
+                )
+                self.assertEqual({}, self.grant_states())
+
+                pause = Pause(when=lambda **info: info.get("won"))
+                greedy = self.gs(
+                    hooks=injection.Hooks().on("grant_verified", pause)
+                )
+                run_greedy = Run(self.schedule_many, greedy, amount, 2)
+                run_greedy.start()
+                pause.wait_reached(self)
+                [other] = self.schedule_amount(self.gs(), amount)
+                pause.resume()
+                _, error = run_greedy.outcome(self)
+                self.assertIsInstance(error, api.NoValidHost)
+                self.assertEqual(
+                    {other.grant_id: decision.GRANT_WON}, self.grant_states()
+                )
+                self.assertEqual(
+                    {(other.host, other.node): amount},
+                    admin.granted_by_node(),
+                )
+                # Every class of the withdrawn grant is free again.
+                [again] = self.schedule_amount(self.gs(), amount)
+                self.assertNotEqual(other.host, again.host)
+                self.assertGrantedOnEachNode(admin, amount)

@@ -68,3 +68,16 @@ class TestGrantsWeighingDecisions(
     decisions.WeighingDecisions, base.GrantsTestBase
 ):
     pass
+
+
+class TestStockPinnedDecisions(decisions.PinnedDecisions, _StockTestBase):
+    pass
+
+
+class TestGrantsPinnedDecisions(
+    decisions.GrantsPinnedDifference,
+    decisions.GrantsBooks,
+    decisions.PinnedDecisions,
+    base.GrantsTestBase,
+):
+    pass

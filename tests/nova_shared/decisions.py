@@ -8,7 +8,10 @@ with Nova's own ``filter_scheduler`` and by a ``TestGrants*`` class with
 The assertions are what the stock scheduler does (its class passing
 shows it), so grant_scheduler passing the same assertions is deciding as
 stock decides: the same servers ACTIVE, on the same hosts, the same
-NoValidHost, the same allocations in placement.
+NoValidHost, the same allocations in placement.  Where grant_scheduler
+decides differently, its ``TestGrants*`` class runs, in the scenario's
+place, a test of the same name that asserts what grant_scheduler does,
+its docstring saying how that differs (``GrantsPinnedDifference``).
 
 The inventory a node offers is placement's in every scenario (an
 allocation ratio or a reserved amount set through placement's API, as an
@@ -21,7 +24,9 @@ one compute per name in ``HOSTS`` (``compute_driver``, by default
 ``placement_client``, ``scheduler`` and ``computes``.
 """
 
+import sys
 import time
+import types
 import uuid
 
 import eventlet
@@ -30,7 +35,9 @@ from nova import context as nova_context
 from nova import exception as nova_exception
 from nova import objects
 from nova.scheduler import weights
+from nova.virt import hardware
 
+from grant_scheduler import api
 from grant_scheduler.nova import compat
 from tests.nova_shared import in_nova
 
@@ -105,16 +112,18 @@ class Decisions:
         self.assertEqual(expected_state, server["status"], server.get("fault"))
         return server
 
-    def boot_until_no_valid_host(self, flavor_id, most):
+    def boot_until_no_valid_host(self, flavor_id, most, books=True):
         """Boot ``flavor_id`` servers one after another until one ends in
-        ERROR (at most ``most``); the ACTIVE ones and the failed one."""
+        ERROR (at most ``most``), the books checked after each (unless
+        ``books`` is false); the ACTIVE ones and the failed one."""
         active = []
         for _ in range(most):
             server = self.admin.post_server(
                 {"server": self.server_body(flavor_id)}
             )
             server = self._wait_until_built(server)
-            self.check_books()
+            if books:
+                self.check_books()
             if server["status"] != "ACTIVE":
                 return active, server
             active.append(server)
@@ -572,6 +581,232 @@ class WeighingDecisions(Decisions):
         flavor = self.make_flavor(vcpus=1, ram=128, disk=1)
         server = self.boot_flavor(flavor)
         self.assertEqual("host2", server["OS-EXT-SRV-ATTR:host"])
+
+
+PCPU_REPORTED = RELEASE is None or RELEASE >= 20
+"""Whether a compute can report PCPU (``[compute] cpu_dedicated_set``)
+and Nova asks placement for PCPU for dedicated CPUs: Nova 20 and later."""
+
+
+class PinnedFakeDriver(in_nova.DiskFakeDriver):
+    """``DiskFakeDriver`` that reports, as Nova's libvirt driver does from
+    Nova 20 on, a PCPU inventory of the host CPUs in ``[compute]
+    cpu_dedicated_set`` beside its VCPU (Nova's fake driver reports no
+    PCPU).  Like the fake driver it reports no NUMA topology, so a
+    compute's claim of a pinned instance does not refuse it: placement's
+    allocation alone decides."""
+
+    def update_provider_tree(self, provider_tree, nodename, allocations=None):
+        super().update_provider_tree(provider_tree, nodename, allocations)
+        # NOTE: the option is Nova 20's; 18 and 19 report no PCPU.
+        dedicated = getattr(CONF.compute, "cpu_dedicated_set", None)
+        if not dedicated:
+            return
+        pcpus = len(hardware.parse_cpu_spec(dedicated))
+        inventory = dict(provider_tree.data(nodename).inventory)
+        inventory["PCPU"] = {
+            "total": pcpus,
+            "reserved": 0,
+            "min_unit": 1,
+            "max_unit": pcpus,
+            "step_size": 1,
+            "allocation_ratio": 1.0,
+        }
+        provider_tree.update_inventory(nodename, inventory)
+
+
+_DRIVERS = types.ModuleType("nova.virt.gs_shared_decisions")
+_DRIVERS.PinnedFakeDriver = PinnedFakeDriver
+sys.modules[_DRIVERS.__name__] = _DRIVERS
+
+# One pinned server of ``PinnedDecisions``' flavours as placement
+# allocates it, on its host's PCPU or (Nova's fallback query) VCPU.
+ON_PCPU = {"PCPU": 1, "MEMORY_MB": 128, "DISK_GB": 1}
+ON_VCPU = {"VCPU": 1, "MEMORY_MB": 128, "DISK_GB": 1}
+
+
+class PinnedDecisions(Decisions):
+    """Dedicated CPUs, Nova 20 and later: two hosts whose computes set two
+    host CPUs aside for pinned servers (``[compute] cpu_dedicated_set``)
+    and share two (``cpu_shared_set``), so that each reports 2 PCPU
+    beside 2 VCPU.  Nova 18 and 19 have no PCPU to report or ask for:
+    there each scenario asserts only that."""
+
+    HOSTS = ("host1", "host2")
+    compute_driver = "gs_shared_decisions.PinnedFakeDriver"
+
+    def setUp(self):
+        if PCPU_REPORTED:
+            self.flags(
+                cpu_shared_set="0-1", cpu_dedicated_set="2-3", group="compute"
+            )
+        super().setUp()
+
+    def inventories(self, host):
+        return self.placement_client.get(
+            "/resource_providers/%s/inventories" % self.provider(host)
+        ).body["inventories"]
+
+    def reports_pcpu(self):
+        """Whether the computes report PCPU: each host's 2 beside its 2
+        VCPU from Nova 20 on; none on 18 and 19, which have no
+        ``cpu_dedicated_set``."""
+        for host in self.HOSTS:
+            inventories = self.inventories(host)
+            self.assertEqual(2, inventories["VCPU"]["total"])
+            if PCPU_REPORTED:
+                self.assertEqual(2, inventories["PCPU"]["total"])
+            else:
+                self.assertNotIn("PCPU", inventories)
+        if not PCPU_REPORTED:
+            self.assertNotIn("cpu_dedicated_set", CONF.compute)
+        return PCPU_REPORTED
+
+    def dedicated_flavor(self):
+        return self.make_flavor(
+            vcpus=1,
+            ram=128,
+            disk=1,
+            extra_specs={"hw:cpu_policy": "dedicated"},
+        )
+
+    @staticmethod
+    def by_host(pairs):
+        """``(host, {class: amount})`` pairs, sorted."""
+        return sorted(pairs, key=lambda pair: (pair[0], sorted(pair[1])))
+
+    def placed(self, servers):
+        """``(host, {class: amount})`` of each server, sorted."""
+        return self.by_host(
+            (s["OS-EXT-SRV-ATTR:host"], self.allocated(s)) for s in servers
+        )
+
+    def test_a_pcpu_override_is_what_is_taken(self):
+        """``resources:PCPU=1`` on a 1-vCPU flavour allocates one PCPU and
+        no VCPU (and asks no fallback): two servers a host."""
+        if not self.reports_pcpu():
+            return
+        flavor = self.make_flavor(
+            vcpus=1, ram=128, disk=1, extra_specs={"resources:PCPU": "1"}
+        )
+        active, refused = self.boot_until_no_valid_host(flavor, 6)
+        self.assertEqual(
+            [("host1", ON_PCPU)] * 2 + [("host2", ON_PCPU)] * 2,
+            self.placed(active),
+        )
+        self.assert_no_valid_host(refused)
+
+    def fill_with_dedicated(self):
+        """Boot dedicated servers until NoValidHost, with Nova's default
+        fallback query (for computes that report no PCPU yet: VCPU asked
+        too): each host takes two on its PCPU, then two on its VCPU.  The
+        flavour and the ACTIVE servers."""
+        flavor = self.dedicated_flavor()
+        active, refused = self.boot_until_no_valid_host(
+            flavor, 10, books=False
+        )
+        self.assertEqual(
+            self.by_host(
+                [("host1", ON_PCPU), ("host2", ON_PCPU)] * 2
+                + [("host1", ON_VCPU), ("host2", ON_VCPU)] * 2
+            ),
+            self.placed(active),
+        )
+        self.assert_no_valid_host(refused)
+        return flavor, active
+
+    def delete_one_on_pcpu(self, active, host):
+        """Delete one of ``host``'s servers held on its PCPU; once it and
+        its allocation are gone, placement's usage of ``host``."""
+        [server] = [
+            s
+            for s in active
+            if s["OS-EXT-SRV-ATTR:host"] == host
+            and "PCPU" in self.allocated(s)
+        ][:1]
+        self.admin.delete_server(server["id"])
+        deadline = time.monotonic() + 60
+        while server["id"] in [s["id"] for s in self.admin.get_servers()] or (
+            self._get_allocations_by_server_uuid(server["id"])
+        ):
+            self.assertLess(time.monotonic(), deadline, "never deleted")
+            self._sleep()
+        return self.usages(host)
+
+    def usages(self, host):
+        """``{class: amount}`` placement holds on ``host``'s provider."""
+        return self.placement_client.get(
+            "/resource_providers/%s/usages" % self.provider(host)
+        ).body["usages"]
+
+    def test_dedicated_cpus_past_the_pcpu_take_vcpu(self):
+        """Nova's fallback query offers VCPU too: each host takes two
+        dedicated servers on its PCPU, then two on its VCPU (the compute's
+        claim does not refuse them, as no NUMA topology is reported).  The
+        scheduler's periodic tasks run, and one of host1's PCPU servers is
+        deleted: the next dedicated server takes that PCPU."""
+        if not self.reports_pcpu():
+            return
+        flavor, active = self.fill_with_dedicated()
+        self.run_periodic_tasks()
+        self.assertEqual(
+            {"VCPU": 2, "PCPU": 1, "MEMORY_MB": 384, "DISK_GB": 3},
+            self.delete_one_on_pcpu(active, "host1"),
+        )
+        server = self.boot_flavor(flavor)
+        self.assertEqual(
+            ("host1", ON_PCPU),
+            (server["OS-EXT-SRV-ATTR:host"], self.allocated(server)),
+        )
+
+
+class GrantsPinnedDifference:
+    """Mixed into the ``TestGrants*`` class of ``PinnedDecisions``, before
+    it: what grant_scheduler does where it decides differently from the
+    stock scheduler."""
+
+    def test_dedicated_cpus_past_the_pcpu_take_vcpu(self):
+        """Shows a difference from the stock scheduler.
+
+        The servers Nova's fallback query placed on VCPU are granted and
+        claimed as placement allocated them (VCPU), but the scheduler's
+        periodic reconciliation of a node's claims with Nova's records
+        counts each dedicated server as PCPU, whatever placement
+        allocated: each host's books then hold 4 PCPU of 2 and no VCPU,
+        where placement holds 2 PCPU and 2 VCPU.  So with one of host1's
+        PCPU servers deleted (placement: 1 PCPU of 2 free), the next
+        dedicated server is refused with NoValidHost, where the stock
+        scheduler places it on host1's freed PCPU.  The same servers,
+        hosts, allocations and NoValidHost as the stock scheduler until
+        then."""
+        if not self.reports_pcpu():
+            return
+        flavor, active = self.fill_with_dedicated()
+        for server in active:
+            [claim] = [
+                c
+                for c in self.gs.claims(server["OS-EXT-SRV-ATTR:host"])
+                if c.instance_uuid == server["id"]
+            ]
+            self.assertEqual(
+                api.Resources.of(self.allocated(server)), claim.resources
+            )
+        self.run_periodic_tasks()
+        held = {"VCPU": 2, "PCPU": 2, "MEMORY_MB": 512, "DISK_GB": 4}
+        books = {r.state.host: r.state for r in self.gs.hosts()}
+        for host in self.HOSTS:
+            self.assertEqual(held, self.usages(host))
+            self.assertEqual(
+                api.Resources(0, 512, 4, PCPU=4), books[host].used
+            )
+        self.assertEqual(sorted(self.HOSTS), sorted(self.over_limit()))
+        self.assertEqual(
+            {"VCPU": 2, "PCPU": 1, "MEMORY_MB": 384, "DISK_GB": 3},
+            self.delete_one_on_pcpu(active, "host1"),
+        )
+        self.assert_no_valid_host(
+            self.boot_flavor(flavor, expected_state="ERROR")
+        )
 
 
 class GrantsBooks:

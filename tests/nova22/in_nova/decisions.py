@@ -267,3 +267,16 @@ class TestGrantsWeighingDecisions(
     decisions.WeighingDecisions, base.GrantsTestBase
 ):
     pass
+
+
+class TestStockPinnedDecisions(decisions.PinnedDecisions, _StockTestBase):
+    pass
+
+
+class TestGrantsPinnedDecisions(
+    decisions.GrantsPinnedDifference,
+    _GrantsBooks,
+    decisions.PinnedDecisions,
+    base.GrantsTestBase,
+):
+    pass
