@@ -193,8 +193,9 @@ class Cloud:
         the providers that had room when NoValidHost was answered).  Each
         placed instance then gets its host and node in the cell database,
         as the compute's resource tracker sets them, before grant_scheduler
-        claims it.  ``profile``: each process runs its calls under cProfile and the
-        result's ``profiles`` names the files of their stats."""
+        claims it.  ``profile``: each process runs its calls under
+        cProfile and the result's ``profiles`` names the files of their
+        stats."""
         run = os.path.join(self.directory, "run-%s" % uuid.uuid4().hex[:8])
         os.mkdir(run)
         go = os.path.join(run, "go")

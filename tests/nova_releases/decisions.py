@@ -75,7 +75,6 @@ class TestStockPinnedDecisions(decisions.PinnedDecisions, _StockTestBase):
 
 
 class TestGrantsPinnedDecisions(
-    decisions.GrantsPinnedDifference,
     decisions.GrantsBooks,
     decisions.PinnedDecisions,
     base.GrantsTestBase,

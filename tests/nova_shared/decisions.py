@@ -8,10 +8,7 @@ with Nova's own ``filter_scheduler`` and by a ``TestGrants*`` class with
 The assertions are what the stock scheduler does (its class passing
 shows it), so grant_scheduler passing the same assertions is deciding as
 stock decides: the same servers ACTIVE, on the same hosts, the same
-NoValidHost, the same allocations in placement.  Where grant_scheduler
-decides differently, its ``TestGrants*`` class runs, in the scenario's
-place, a test of the same name that asserts what grant_scheduler does,
-its docstring saying how that differs (``GrantsPinnedDifference``).
+NoValidHost, the same allocations in placement.
 
 The inventory a node offers is placement's in every scenario (an
 allocation ratio or a reserved amount set through placement's API, as an
@@ -37,7 +34,6 @@ from nova import objects
 from nova.scheduler import weights
 from nova.virt import hardware
 
-from grant_scheduler import api
 from grant_scheduler.nova import compat
 from tests.nova_shared import in_nova
 
@@ -702,9 +698,7 @@ class PinnedDecisions(Decisions):
         too): each host takes two on its PCPU, then two on its VCPU.  The
         flavour and the ACTIVE servers."""
         flavor = self.dedicated_flavor()
-        active, refused = self.boot_until_no_valid_host(
-            flavor, 10, books=False
-        )
+        active, refused = self.boot_until_no_valid_host(flavor, 10)
         self.assertEqual(
             self.by_host(
                 [("host1", ON_PCPU), ("host2", ON_PCPU)] * 2
@@ -758,55 +752,7 @@ class PinnedDecisions(Decisions):
             ("host1", ON_PCPU),
             (server["OS-EXT-SRV-ATTR:host"], self.allocated(server)),
         )
-
-
-class GrantsPinnedDifference:
-    """Mixed into the ``TestGrants*`` class of ``PinnedDecisions``, before
-    it: what grant_scheduler does where it decides differently from the
-    stock scheduler."""
-
-    def test_dedicated_cpus_past_the_pcpu_take_vcpu(self):
-        """Shows a difference from the stock scheduler.
-
-        The servers Nova's fallback query placed on VCPU are granted and
-        claimed as placement allocated them (VCPU), but the scheduler's
-        periodic reconciliation of a node's claims with Nova's records
-        counts each dedicated server as PCPU, whatever placement
-        allocated: each host's books then hold 4 PCPU of 2 and no VCPU,
-        where placement holds 2 PCPU and 2 VCPU.  So with one of host1's
-        PCPU servers deleted (placement: 1 PCPU of 2 free), the next
-        dedicated server is refused with NoValidHost, where the stock
-        scheduler places it on host1's freed PCPU.  The same servers,
-        hosts, allocations and NoValidHost as the stock scheduler until
-        then."""
-        if not self.reports_pcpu():
-            return
-        flavor, active = self.fill_with_dedicated()
-        for server in active:
-            [claim] = [
-                c
-                for c in self.gs.claims(server["OS-EXT-SRV-ATTR:host"])
-                if c.instance_uuid == server["id"]
-            ]
-            self.assertEqual(
-                api.Resources.of(self.allocated(server)), claim.resources
-            )
-        self.run_periodic_tasks()
-        held = {"VCPU": 2, "PCPU": 2, "MEMORY_MB": 512, "DISK_GB": 4}
-        books = {r.state.host: r.state for r in self.gs.hosts()}
-        for host in self.HOSTS:
-            self.assertEqual(held, self.usages(host))
-            self.assertEqual(
-                api.Resources(0, 512, 4, PCPU=4), books[host].used
-            )
-        self.assertEqual(sorted(self.HOSTS), sorted(self.over_limit()))
-        self.assertEqual(
-            {"VCPU": 2, "PCPU": 1, "MEMORY_MB": 384, "DISK_GB": 3},
-            self.delete_one_on_pcpu(active, "host1"),
-        )
-        self.assert_no_valid_host(
-            self.boot_flavor(flavor, expected_state="ERROR")
-        )
+        self.check_books()
 
 
 class GrantsBooks:

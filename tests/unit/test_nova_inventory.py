@@ -110,6 +110,7 @@ class _Client:
     def __init__(self, providers):
         self.providers = providers
         self.usages = {}
+        self.allocations = {}
         self.urls = []
 
     def get(self, url, version=None, global_request_id=None):
@@ -129,6 +130,18 @@ class _Client:
             return _Response(404, {})
         if url.endswith("/usages"):
             return _Response(200, {"usages": self.usages.get(uuid, {})})
+        if url.endswith("/allocations"):
+            held = self.allocations.get(uuid, {})
+            return _Response(
+                200,
+                {
+                    "allocations": {
+                        consumer: {"resources": resources}
+                        for consumer, resources in held.items()
+                    },
+                    "resource_provider_generation": self.providers[uuid][0],
+                },
+            )
         return _Response(200, {"inventories": self.providers[uuid][1]})
 
 
@@ -160,6 +173,15 @@ class TestPlacementInventory(unittest.TestCase):
         self.client.providers["b"] = (6, self.client.providers["b"][1])
         self.client.providers["c"] = (0, {})
         self.assertEqual({"b", "c"}, self.inventory.changed(None))
+
+    def test_what_each_consumer_holds_on_a_provider(self):
+        self.client.allocations["a"] = {"u1": {"PCPU": 2, "MEMORY_MB": 4}}
+        self.assertEqual(
+            {"u1": api.Resources(0, 4, 0, PCPU=2)},
+            self.inventory.allocations(None, "a"),
+        )
+        self.assertEqual({}, self.inventory.allocations(None, "b"))
+        self.assertIsNone(self.inventory.allocations(None, "c"))
 
     def test_placement_not_answering_changes_nothing(self):
         def broken(*args, **kwargs):
@@ -407,4 +429,55 @@ class TestOnProvider(unittest.TestCase):
         with mock.patch.object(compat, "claims_in_placement", lambda: False):
             self.assertEqual(
                 amounts, nova_claims.on_provider(no_disk, amounts)
+            )
+
+    def test_dedicated_cpus_are_what_placement_allocated(self):
+        # Nova's fallback query put u3 on VCPU although the node has PCPU:
+        # placement's allocation decides; the others are never asked.
+        both = api.HostState(
+            1,
+            "cmp1",
+            "cmp1",
+            inventory.capacity_from(
+                {
+                    "VCPU": _inventory(4),
+                    "PCPU": _inventory(2),
+                    "MEMORY_MB": _inventory(1024),
+                }
+            ),
+            api.NOTHING,
+            node_uuid="rp1",
+        )
+        amounts = {
+            "u1": api.Resources(1, 128, 0),
+            "u2": api.Resources(0, 128, 0, PCPU=2),
+            "u3": api.Resources(0, 128, 0, PCPU=2),
+        }
+        asked = []
+
+        def allocations(node_uuid):
+            asked.append(node_uuid)
+            return {
+                "u2": api.Resources(0, 128, 0, PCPU=2),
+                "u3": api.Resources(2, 128, 0),
+                "elsewhere": api.Resources(1, 1, 1),
+            }
+
+        with mock.patch.object(compat, "claims_in_placement", lambda: True):
+            self.assertEqual(
+                {
+                    "u1": api.Resources(1, 128, 0),
+                    "u2": api.Resources(0, 128, 0, PCPU=2),
+                    "u3": api.Resources(2, 128, 0),
+                },
+                nova_claims.on_provider(both, amounts, allocations),
+            )
+            self.assertEqual(["rp1"], asked)
+            # Nothing pinned: placement is not asked.
+            nova_claims.on_provider(both, {"u1": amounts["u1"]}, allocations)
+            self.assertEqual(["rp1"], asked)
+            # Placement not answering: Nova's records as they are.
+            self.assertEqual(
+                amounts,
+                nova_claims.on_provider(both, amounts, lambda uuid: None),
             )

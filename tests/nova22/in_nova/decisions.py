@@ -274,7 +274,6 @@ class TestStockPinnedDecisions(decisions.PinnedDecisions, _StockTestBase):
 
 
 class TestGrantsPinnedDecisions(
-    decisions.GrantsPinnedDifference,
     _GrantsBooks,
     decisions.PinnedDecisions,
     base.GrantsTestBase,
