@@ -110,9 +110,18 @@ class GrantsHelpers:
         self.addCleanup(setattr, self.gs.database, "clock_offset", 0)
         return self.gs.reap()
 
-    def fill(self, host, node):
+    def fill(self, host, node, take=None):
         """Claim all the room left on ``host``/``node`` for strangers, each
-        at most the node's total (one instance's largest size)."""
+        at most the node's total (one instance's largest size).
+
+        :param take: ``f(host, node, amount)`` taking one stranger's room
+            (a claim of an instance Nova does not run, by default).
+        """
+        if take is None:
+
+            def take(host, node, amount):
+                self.gs.claim(str(uuid.uuid4()), host, node, amount)
+
         filled = api.Resources()
         while True:
             [report] = [
@@ -128,8 +137,51 @@ class GrantsHelpers:
             )
             if min(each.vcpus, each.memory_mb, each.disk_gb) < 1:
                 return filled
-            self.gs.claim(str(uuid.uuid4()), host, node, each)
+            take(host, node, each)
             filled += each
+
+    def hold(self, host, node):
+        """Grant all the room left on ``host``/``node`` to servers Nova is
+        building, not yet on a host (another scheduler's answers on their
+        way): placement has no allocation of theirs yet, and neither Nova's
+        records nor the follower give their room back.  Their uuids."""
+        held = []
+
+        def take(host, node, amount):
+            held.append(self.in_flight())
+            self.gs.grant_on(held[-1], host, node, amount)
+
+        self.fill(host, node, take)
+        return held
+
+    def in_flight(self):
+        """A server as Nova's API and conductor have written it before the
+        scheduler answers: an instance in its cell, building, on no host,
+        and its mapping.  Its uuid."""
+        from nova import objects
+
+        context = nova_context.get_admin_context()
+        [cell] = [
+            c
+            for c in objects.CellMappingList.get_all(context)
+            if not c.is_cell0()
+        ]
+        instance_uuid = str(uuid.uuid4())
+        with nova_context.target_cell(context, cell) as cctxt:
+            objects.Instance(
+                cctxt,
+                uuid=instance_uuid,
+                project_id="project",
+                user_id="user",
+                vm_state="building",
+            ).create()
+        objects.InstanceMapping(
+            context,
+            instance_uuid=instance_uuid,
+            cell_mapping=cell,
+            project_id="project",
+        ).create()
+        return instance_uuid
 
     def steal_after_scheduling(self, everywhere=False):
         """After the driver answers, take the chosen host's room away
