@@ -21,7 +21,9 @@ for each instance at its current size, consuming its grant; a release for
 each claim whose instance is gone or elsewhere.  An instance that runs is
 counted even beyond the node's limit.  A claim written after the claims
 were read is never released by that run (its instance may be newer than
-Nova's rows as read): the next run looks again.
+Nova's rows as read): the next run looks again.  Nor is the claim of an
+instance Nova is still building on no host (a build hook claims before
+the resource tracker sets the instance's host).
 
 Every scheduler process may run it at once: corrections are idempotent
 and each takes the node's row lock.
@@ -115,6 +117,25 @@ class NovaRecords:
             with nova_context.target_cell(self._context, cell) as cctxt:
                 self._read_cell(cctxt, hosts, running)
         return running
+
+    def unplaced(self, uuids):
+        """Those of ``uuids`` Nova is still building on no host yet: a
+        build hook claims before the resource tracker sets the instance's
+        host, so such a claim is not stale."""
+        found = set()
+        uuids = sorted(uuids)
+        if not uuids:
+            return found
+        for cell in self._cells():
+            with nova_context.target_cell(self._context, cell) as cctxt:
+                for instance in objects.InstanceList.get_by_filters(
+                    cctxt,
+                    {"deleted": False, "uuid": uuids, "vm_state": "building"},
+                    expected_attrs=[],
+                ):
+                    if not instance.host:
+                        found.add(instance.uuid)
+        return found
 
     def _read_cell(self, context, hosts, running):
         # NOTE: an instance's own columns (vcpus, memory_mb, root_gb,
@@ -220,8 +241,7 @@ class Reconciler:
             state = gs.view().by_node().get(node)
             states = {} if state is None else {node: state}
         nodes = set(states)
-        records = self._records or NovaRecords()
-        nova = records.by_node({host for host, _ in nodes})
+        nova = self._nova_records().by_node({host for host, _ in nodes})
         found = []
         for host, node in sorted(nodes):
             runs = nova_claims.on_provider(
@@ -234,12 +254,24 @@ class Reconciler:
                 found.append(Divergence(host, node, runs, claimed))
         return found
 
+    def _nova_records(self):
+        if self._records is None:
+            self._records = NovaRecords()
+        return self._records
+
     def run(self, node=None):
         """Correct every node that differs (``node``: that one alone);
         returns the corrections."""
         corrections = []
-        for divergence in self.divergences(node):
-            releases = set(divergence.books) - set(divergence.nova)
+        divergences = self.divergences(node)
+        stale = {
+            uuid
+            for divergence in divergences
+            for uuid in set(divergence.books) - set(divergence.nova)
+        }
+        building = self._nova_records().unplaced(stale) if stale else set()
+        for divergence in divergences:
+            releases = set(divergence.books) - set(divergence.nova) - building
             try:
                 done = self._gs().correct_claims(
                     divergence.host,

@@ -25,6 +25,8 @@ class Records:
     def __init__(self):
         self.running = {}
         self.reads = []
+        self.building = set()
+        """Instances Nova builds on no host yet."""
 
     def by_node(self, hosts):
         self.reads.append(sorted(hosts))
@@ -33,6 +35,9 @@ class Records:
             for key, consumers in self.running.items()
             if key[0] in hosts
         }
+
+    def unplaced(self, uuids):
+        return self.building & set(uuids)
 
 
 class Clock:
@@ -79,6 +84,17 @@ class TestNodeReconciler(test_driver.DriverTestCase, base.TestCase):
         self.assertEqual([["cmp1"]], self.records.reads)
         # The other node waits for its own refusal, or the periodic run.
         self.assertIn(other, self.claimed("cmp2"))
+
+    def test_a_build_not_yet_on_its_host_keeps_its_claim(self):
+        # A build hook claimed it; the resource tracker has not set the
+        # instance's host yet: not stale.
+        building = str(uuid.uuid4())
+        self.gs.correct_claims("cmp1", "cmp1", {building: SIZE})
+        self.records.building.add(building)
+        gone = self.delete_unseen("cmp1")
+        self.assertTrue(self.reconcile("cmp1", "cmp1"))
+        self.assertIn(building, self.claimed("cmp1"))
+        self.assertNotIn(gone, self.claimed("cmp1"))
 
     def test_nothing_to_correct_is_no_retry(self):
         self.assertFalse(self.reconcile("cmp1", "cmp1"))
