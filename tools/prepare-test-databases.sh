@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Make sure the local MariaDB and PostgreSQL servers are running and have the
-# openstack_citest user the functional tests log in as.  Idempotent; run as
-# root (or a user allowed to start the servers and administer them).
+# openstack_citest user the functional tests log in as, and that the local
+# RabbitMQ (127.0.0.1:5672, which tox -e nova22-services uses) is running.
+# Idempotent; run as root (or a user allowed to start the servers and
+# administer them).
 set -euo pipefail
 
 MARIADB_PID_FILE=/run/mysqld/mysqld.pid  # pid-file in /etc/mysql/my.cnf
@@ -50,6 +52,22 @@ start_postgresql() {
     wait_for PostgreSQL pg_isready -h 127.0.0.1 -q
 }
 
+rabbitmq_listening() {
+    (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null
+}
+
+start_rabbitmq() {
+    if rabbitmq_listening; then
+        return 0
+    fi
+    echo "Starting RabbitMQ"
+    # NOTE: a node whose application was stopped (rabbitmqctl stop_app, as
+    # the services env restarts it) only needs the application started.
+    rabbitmqctl -q start_app >/dev/null 2>&1 ||
+        /etc/init.d/rabbitmq-server start
+    wait_for RabbitMQ rabbitmq_listening
+}
+
 prepare_mariadb() {
     mysql --protocol=tcp -h127.0.0.1 -uroot <<SQL
 DROP USER IF EXISTS ''@'localhost';
@@ -76,6 +94,7 @@ SQL
 
 start_mariadb
 start_postgresql
+start_rabbitmq
 prepare_mariadb
 prepare_postgresql
-echo "MariaDB and PostgreSQL are ready for the functional tests."
+echo "MariaDB and PostgreSQL are ready for the functional tests; RabbitMQ is up."
