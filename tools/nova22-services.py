@@ -1246,6 +1246,7 @@ def main():
         "wall_s": round(wall, 1),
         "results": results,
     }
+    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     with open(args.json, "w") as f:
         json.dump(report, f, indent=1, sort_keys=True)
         f.write("\n")
