@@ -63,6 +63,14 @@ PACKAGES=(
     # the benchmark's tables and progress bar (its [bench] extra)
     python3-tabulate
     python3-tqdm
+    # tools/release-venvs.sh: venvs of each release's pinned libraries,
+    # and what builds the pins that have no wheel for Python 3.9
+    # (psycopg2, greenlet, netifaces, ...).
+    python3-venv
+    python3-dev
+    gcc
+    libpq-dev
+    libffi-dev
 )
 
 log() { printf '[nova22-root] %s\n' "$*" >&2; }

@@ -1,0 +1,261 @@
+#!/usr/bin/env bash
+# Each supported Nova release's own libraries, pinned, in a Python 3.9
+# venv inside the Debian bullseye root of tools/nova22-root.sh: where the
+# plugin is installed and its tests run as it runs in that release's Nova.
+#
+#   tools/release-venvs.sh build [RELEASE...]    make (or reuse) the venvs
+#   tools/release-venvs.sh install [RELEASE...]  install a wheel of this
+#                                                checkout into them, as an
+#                                                operator would, and show
+#                                                that pip changed nothing
+#                                                else (tests/release_pins)
+#   tools/release-venvs.sh test [RELEASE...]     tests/unit and
+#                                                tests/functional there
+#   tools/release-venvs.sh run RELEASE CMD...    CMD in the root with that
+#                                                venv first on PATH, cwd
+#                                                /src (this checkout)
+#   tools/release-venvs.sh check                 what CI runs: build,
+#                                                install and test, every
+#                                                release
+#
+# RELEASE is 18, 19, 20, 21 or 22; none means all five.  Run as root,
+# after "tools/nova22-root.sh build".
+#
+# A venv (/opt/release-venvs/RELEASE in the root) is "python3 -m venv"
+# with no system site-packages, and pip installs into it, with the
+# release's pins of tools/pins/ (tools/release-pins.py) as constraints,
+# every library the plugin imports (LIBRARIES below); then the test
+# tools, newest that the pins allow.  pip builds what has no wheel for
+# Python 3.9 with the root's compilers.  A venv is rebuilt only when its
+# inputs change (a stamp written last, so an interrupted build is redone).
+#
+# The database suites: tests/unit on SQLite, tests/functional on SQLite
+# and MariaDB for every release, and on PostgreSQL for the oldest and the
+# newest (18 and 22) only: psycopg2 is the only library in that path and
+# its versions differ least (FUNCTIONAL_ALL below).
+set -euo pipefail
+
+SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ROOT=${GRANT_SCHEDULER_NOVA22_ROOT:-/var/cache/grant_scheduler/nova22-root}
+ROOT=${ROOT%/}
+ROOT_TOOL="$SRC/tools/nova22-root.sh"
+VENVS=/opt/release-venvs
+LOCK="$ROOT.release-venvs.lock"
+
+ALL=(18 19 20 21 22)
+declare -A NAME=([18]=rocky [19]=stein [20]=train [21]=ussuri [22]=victoria)
+# The releases whose functional suite also runs on PostgreSQL.
+FUNCTIONAL_ALL=" 18 22 "
+
+# What the plugin imports (with SQLAlchemy's drivers and the eventlet the
+# Nova adapters run under), each at the release's pin.
+LIBRARIES=(
+    pbr SQLAlchemy alembic oslo.db oslo.config oslo.log oslo.service
+    oslo.utils oslo.concurrency stevedore PyMySQL psycopg2 eventlet
+)
+# The tests' own tools and the benchmark's extra (the functional tests
+# import its strategies): newest that the pins allow.
+TEST_TOOLS=(pytest testscenarios fixtures testtools tabulate tqdm)
+
+log() { printf '[release-venvs] %s\n' "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+releases() {
+    if [ "$#" -eq 0 ]; then
+        echo "${ALL[@]}"
+        return
+    fi
+    local r
+    for r in "$@"; do
+        [ -n "${NAME[$r]:-}" ] || die "unknown release '$r' (one of ${ALL[*]})"
+    done
+    echo "$@"
+}
+
+pins_of() { echo "tools/pins/$1-${NAME[$1]}.txt"; }
+
+in_root() { bash "$ROOT_TOOL" run "$@"; }
+
+stamp_of() {
+    local r=$1
+    {
+        echo "${LIBRARIES[*]} / ${TEST_TOOLS[*]}"
+        cat "$SRC/$(pins_of "$r")"
+        declare -f build_one
+        cat "$ROOT/var/lib/grant-scheduler-nova22/packages.sha256"
+    } | sha256sum | cut -d' ' -f1
+}
+
+build_one() {
+    local r=$1 venv="$VENVS/$1" want have
+    want=$(stamp_of "$r")
+    have=$(cat "$ROOT$venv/.stamp" 2>/dev/null || true)
+    if [ "$want" = "$have" ]; then
+        log "Nova $r (${NAME[$r]}): venv up to date"
+        return 0
+    fi
+    local start=$SECONDS
+    log "Nova $r (${NAME[$r]}): building $venv"
+    rm -rf --one-file-system "${ROOT:?}$venv"
+    mkdir -p "$ROOT$VENVS"
+    # pip in the root reaches the package index as the host's pip does:
+    # the host's certificate bundle and index, read at run time (nothing
+    # of this machine is written into the repository).
+    local cert=${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt} index
+    index=$(python3 -m pip config get global.index-url 2>/dev/null || true)
+    cp "$cert" "$ROOT/tmp/release-venvs-ca.crt"
+    in_root env PIP_CERT=/tmp/release-venvs-ca.crt \
+        ${index:+PIP_INDEX_URL="$index"} /bin/sh -c '
+        set -e
+        venv=$1 pins=$2
+        shift 2
+        python3 -m venv "$venv"
+        pip="$venv/bin/python -m pip --quiet --disable-pip-version-check --no-cache-dir"
+        libs= tools= seen=
+        for a in "$@"; do
+            if [ "$a" = -- ]; then seen=1; continue; fi
+            if [ -z "$seen" ]; then libs="$libs $a"; else tools="$tools $a"; fi
+        done
+        # shellcheck disable=SC2086
+        $pip install -c "$pins" $libs
+        # shellcheck disable=SC2086
+        $pip install -c "$pins" $tools
+        $venv/bin/python -m pip check
+    ' sh "$venv" "/src/$(pins_of "$r")" "${LIBRARIES[@]}" -- "${TEST_TOOLS[@]}"
+    check_pins "$r"
+    echo "$want" >"$ROOT$venv/.stamp"
+    log "Nova $r: built in $((SECONDS - start)) s"
+}
+
+# Every library of LIBRARIES is at the release's pin in the venv.
+check_pins() {
+    local r=$1
+    in_root "$VENVS/$r/bin/python" - "/src/$(pins_of "$r")" "${LIBRARIES[@]}" <<'EOF'
+import re
+import sys
+
+try:
+    from importlib import metadata
+except ImportError:  # pragma: no cover - Python < 3.8
+    import importlib_metadata as metadata
+
+def norm(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+pins = {}
+with open(sys.argv[1]) as f:
+    for line in f:
+        if line.strip() and not line.startswith("#"):
+            name, version = line.strip().split("===")
+            pins[norm(name)] = version
+wrong = []
+for name in sys.argv[2:]:
+    have = metadata.version(name)
+    if pins.get(norm(name)) != have:
+        wrong.append("%s %s (pinned %s)" % (name, have, pins.get(norm(name))))
+if wrong:
+    sys.exit("not at the release's pins: " + ", ".join(wrong))
+print("[release-venvs] at the pins: " + ", ".join(
+    "%s %s" % (n, metadata.version(n)) for n in sys.argv[2:]), file=sys.stderr)
+EOF
+}
+
+cmd_build() {
+    [ -f "$ROOT/var/lib/grant-scheduler-nova22/packages.sha256" ] ||
+        die "build the root first: tools/nova22-root.sh build"
+    local r
+    for r in "$@"; do
+        build_one "$r"
+    done
+}
+
+# A wheel of the working tree (tracked and untracked files, .gitignore
+# honoured), built on the host from a copy so the build writes nothing
+# here; its path inside the root is printed.
+build_wheel() {
+    local out copy version
+    mkdir -p "$ROOT/tmp"
+    out=$(mktemp -d "$ROOT/tmp/release-venvs-wheel.XXXXXX")
+    copy=$(mktemp -d)
+    (cd "$SRC" && git ls-files -z --cached --others --exclude-standard |
+        while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
+        tar --null -T - -cf -) | tar -C "$copy" -xf -
+    version="0.0.1.dev$(git -C "$SRC" rev-list --count HEAD)"
+    PBR_VERSION=$version python3 -m pip wheel --quiet --no-deps -w "$out" \
+        "$copy" >&2
+    rm -rf "$copy"
+    local wheels=("$out"/grant_scheduler-*.whl)
+    [ -f "${wheels[0]}" ] || die "no wheel in $out"
+    echo "/tmp/${out##*/}/${wheels[0]##*/}"
+}
+
+cmd_install() {
+    local r wheel
+    wheel=$(build_wheel)
+    for r in "$@"; do
+        [ -f "$ROOT$VENVS/$r/.stamp" ] || die "build Nova $r's venv first"
+        log "Nova $r: installing $(basename "$wheel")"
+        in_root env GRANT_SCHEDULER_WHEEL="$wheel" "$VENVS/$r/bin/python" \
+            -m pytest -p no:cacheprovider -p no:warnings -q tests/release_pins
+    done
+    rm -rf "$ROOT$(dirname "$wheel")"
+}
+
+cmd_test() {
+    local r start
+    for r in "$@"; do
+        start=$SECONDS
+        local only=()
+        case "$FUNCTIONAL_ALL" in
+            *" $r "*) ;;
+            *) only=(-k "not postgresql") ;;
+        esac
+        log "Nova $r: tests/unit, tests/functional ${only[*]}"
+        # NOTE: the sample-file tests compare etc/grant_scheduler.conf.sample
+        # with what the newest oslo.db and oslo.log generate (py3 runs them);
+        # older releases list other library options by design.  The
+        # benchmark's own tests run in py3 and functional.
+        in_root "$VENVS/$r/bin/python" -m pytest -p no:cacheprovider -p no:warnings -q \
+            tests/unit tests/functional "${only[@]}" \
+            --deselect tests/unit/test_config.py::TestOptions::test_committed_sample_is_current \
+            --deselect tests/unit/test_config.py::TestOptions::test_sample_lists_every_option \
+            --ignore-glob='tests/*/test_bench*.py'
+        log "Nova $r: tests passed in $((SECONDS - start)) s"
+    done
+}
+
+cmd_run() {
+    local r=$1
+    shift
+    [ -f "$ROOT$VENVS/$r/.stamp" ] || die "build Nova $r's venv first"
+    in_root env PATH="$VENVS/$r/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
+        VIRTUAL_ENV="$VENVS/$r" "$@"
+}
+
+[ "$(id -u)" = 0 ] || die "run as root (the root's chroot needs it)"
+command=${1:-check}
+[ "$#" -eq 0 ] || shift
+exec 8>"$LOCK"
+case "$command" in
+    build | install | test)
+        flock 8
+        # shellcheck disable=SC2046
+        "cmd_$command" $(releases "$@")
+        ;;
+    run)
+        flock --shared 8
+        [ "$#" -ge 2 ] || die "usage: $0 run RELEASE CMD..."
+        releases "$1" >/dev/null
+        cmd_run "$@"
+        ;;
+    check)
+        flock 8
+        # shellcheck disable=SC2046
+        cmd_build $(releases)
+        # shellcheck disable=SC2046
+        cmd_install $(releases)
+        # shellcheck disable=SC2046
+        cmd_test $(releases)
+        ;;
+    *) die "unknown command '$command' (build, install, test, run or check)" ;;
+esac
