@@ -175,7 +175,9 @@ def main(argv):
         text = git("show", "%s:upper-constraints.txt" % commit)
         path = os.path.join(out, "%d-%s.txt" % (number, name))
         with open(path, "w") as f:
-            f.write(render(number, name, python, tag, commit, pins(text, python)))
+            f.write(
+                render(number, name, python, tag, commit, pins(text, python))
+            )
         print(path)
     return 0
 

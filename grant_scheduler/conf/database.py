@@ -52,7 +52,10 @@ _DEFAULT_OVERRIDES = {"connection": DEFAULT_CONNECTION, **CONNECT_RETRIES}
 # NOTE: options with no meaning for a synchronous, single-backend plugin.
 # use_db_reconnect: a transaction is always retried after a lost connection
 # (within retry_policy), so there is nothing to switch on.
+# min_pool_size: oslo.db before 8.x (Nova 18-20) lists it, deprecated, and
+# SQLAlchemy ignores it.
 _NOT_APPLICABLE = {
+    "min_pool_size",
     "backend",
     "asyncio_connection",
     "asyncio_slave_connection",

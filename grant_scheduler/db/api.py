@@ -421,7 +421,12 @@ class Database:
 
     @property
     def is_started(self):
-        return self._facade.is_started
+        # NOTE(oslo.db): the context manager says it from 4.42 on; before
+        # that (Nova 18's 4.40) only its factory knows.
+        started = getattr(self._facade, "is_started", None)
+        if started is None:
+            started = self._facade._factory._started
+        return started
 
     def now(self, plus_seconds=0):
         """The server's UTC time (plus ``plus_seconds``), as SQL."""
@@ -434,7 +439,7 @@ class Database:
 
     def start(self):
         """Start the engine (and test a connection) if it has not started."""
-        if not self._facade.is_started:
+        if not self.is_started:
             self._facade.writer.get_engine()
 
     def run(self, fn, write, args=(), kwargs=None):
@@ -486,7 +491,7 @@ class Database:
 
     def dispose(self):
         """Close pooled connections (after a fork, or when done)."""
-        if self._facade.is_started:
+        if self.is_started:
             self._facade.dispose_pool()
 
 

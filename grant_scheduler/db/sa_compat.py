@@ -1,27 +1,32 @@
-"""The few SQLAlchemy calls whose spelling differs between 1.3 and 2.x.
+"""The few SQLAlchemy calls whose spelling differs between 1.2-1.3 and 2.x.
 
-grant_scheduler runs inside Nova's process, on Nova's libraries: Nova 22
-(Debian bullseye) brings SQLAlchemy 1.3.22, current releases 2.x.  Every
+grant_scheduler runs inside Nova's process, on Nova's libraries: Nova 18
+and 19 pin SQLAlchemy 1.2, 20-22 pin 1.3 (Debian bullseye ships 1.3.22),
+current releases 2.x.  Every
 difference the code meets is handled here, once, so the data layer reads
 the same on both and no version check is scattered through it.
 """
 
+from urllib import parse
+
 import sqlalchemy as sa
 from sqlalchemy.engine import url as sa_url
 
-SQLALCHEMY_1_3 = sa.__version__.startswith("1.3")
+# Before 1.4 (Nova 18-19 pin 1.2, 20-22 pin 1.3): lists where 1.4 and
+# 2.x take positional arguments.
+BEFORE_1_4 = tuple(int(p) for p in sa.__version__.split(".")[:2]) < (1, 4)
 
 
 def select(*columns):
     """``SELECT columns...`` (1.3 takes a list, 2.x positional columns)."""
-    if SQLALCHEMY_1_3:
+    if BEFORE_1_4:
         return sa.select(list(columns))
     return sa.select(*columns)
 
 
 def case(*whens, else_=None):
     """``CASE WHEN ... END`` (1.3 takes the whens as one list)."""
-    if SQLALCHEMY_1_3:
+    if BEFORE_1_4:
         return sa.case(list(whens), else_=else_)
     return sa.case(*whens, else_=else_)
 
@@ -52,17 +57,35 @@ def render_url(url, hide_password=True):
     render = getattr(url, "render_as_string", None)
     if render is not None:
         return render(hide_password=hide_password)
-    return url.__to_string__(hide_password=hide_password)
+    # NOTE(sqlalchemy): before 1.4 the query's values are written as they
+    # are; a password given there (``?password=a%26b``) must come back
+    # quoted, or parsing the text again splits it.
+    text = _url_with(url, query={}).__to_string__(hide_password=hide_password)
+    if not url.query:
+        return text
+    return text + "?" + parse.urlencode(sorted(url.query.items()), doseq=True)
 
 
 def url_with(url, **changes):
-    """A copy of ``url`` with other parts (1.3 URLs are mutable)."""
+    """A copy of ``url`` with other parts."""
     if hasattr(url, "set"):
         return url.set(**changes)
-    copy = sa_url.make_url(render_url(url, hide_password=False))
-    for name, value in changes.items():
-        setattr(copy, name, value)
-    return copy
+    return _url_with(url, **changes)
+
+
+def _url_with(url, **changes):
+    # NOTE(sqlalchemy): before 1.4 a URL is built from its parts.
+    parts = {
+        "drivername": url.drivername,
+        "username": url.username,
+        "password": url.password,
+        "host": url.host,
+        "port": url.port,
+        "database": url.database,
+        "query": dict(url.query),
+    }
+    parts.update(changes)
+    return sa_url.URL(**parts)
 
 
 def url_with_database(url, database):
