@@ -166,7 +166,7 @@ def main(argv):
             ["git", "-C", git_dir] + list(args),
             check=True,
             stdout=subprocess.PIPE,
-            universal_newlines=True,
+            text=True,
         ).stdout
 
     for number, name, python in RELEASES:

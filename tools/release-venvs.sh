@@ -193,20 +193,29 @@ build_wheel() {
     echo "/tmp/${out##*/}/${wheels[0]##*/}"
 }
 
+WHEEL=
+# The wheel, built once per run; removed on exit.
+ensure_wheel() {
+    if [ -z "$WHEEL" ]; then
+        WHEEL=$(build_wheel)
+        trap 'rm -rf "$ROOT$(dirname "$WHEEL")"' EXIT
+    fi
+}
+
 cmd_install() {
-    local r wheel
-    wheel=$(build_wheel)
+    local r
+    ensure_wheel
     for r in "$@"; do
         [ -f "$ROOT$VENVS/$r/.stamp" ] || die "build Nova $r's venv first"
-        log "Nova $r: installing $(basename "$wheel")"
-        in_root env GRANT_SCHEDULER_WHEEL="$wheel" "$VENVS/$r/bin/python" \
+        log "Nova $r: installing $(basename "$WHEEL")"
+        in_root env GRANT_SCHEDULER_WHEEL="$WHEEL" "$VENVS/$r/bin/python" \
             -m pytest -p no:cacheprovider -p no:warnings -q tests/release_pins
     done
-    rm -rf "$ROOT$(dirname "$wheel")"
 }
 
 cmd_test() {
     local r start
+    ensure_wheel
     for r in "$@"; do
         start=$SECONDS
         local only=()
@@ -219,7 +228,8 @@ cmd_test() {
         # with what the newest oslo.db and oslo.log generate (py3 runs them);
         # older releases list other library options by design.  The
         # benchmark's own tests run in py3 and functional.
-        in_root "$VENVS/$r/bin/python" -m pytest -p no:cacheprovider -p no:warnings -q \
+        in_root env GRANT_SCHEDULER_WHEEL="$WHEEL" \
+            "$VENVS/$r/bin/python" -m pytest -p no:cacheprovider -p no:warnings -q \
             tests/unit tests/functional "${only[@]}" \
             --deselect tests/unit/test_config.py::TestOptions::test_committed_sample_is_current \
             --deselect tests/unit/test_config.py::TestOptions::test_sample_lists_every_option \

@@ -254,11 +254,26 @@ def has_substitution(raw):
     return "$" in unescaped
 
 
+# NOTE(oslo.config): values from the environment (OS_<GROUP>__<NAME>)
+# arrived in 6.5 (Nova 19); before it there is no such location.
+_ENVIRONMENT = getattr(cfg.Locations, "environment", None)
+_SET_BY_THE_OPERATOR = tuple(
+    where
+    for where in (cfg.Locations.user, cfg.Locations.command_line, _ENVIRONMENT)
+    if where is not None
+)
+
+
 def _location(conf, name):
-    try:
-        return conf.get_location(name, GROUP_NAME)
-    except AttributeError:  # NOTE: oslo.config before 5.3
+    get_location = getattr(conf, "get_location", None)
+    if get_location is None:  # NOTE(oslo.config): before 5.3
         return None
+    try:
+        return get_location(name, GROUP_NAME)
+    except AttributeError:
+        # NOTE(oslo.config): before 6.5 (Nova 18's 6.4) the group must be
+        # given as an OptGroup, not by its name.
+        return get_location(name, cfg.OptGroup(GROUP_NAME))
 
 
 def read_connection(conf):
@@ -300,11 +315,7 @@ def connection_is_set(conf):
     """
     location = _location(conf, "connection")
     if location is not None:
-        if location.location in (
-            cfg.Locations.user,
-            cfg.Locations.command_line,
-            cfg.Locations.environment,
-        ):
+        if location.location in _SET_BY_THE_OPERATOR:
             return True
         if location.location == cfg.Locations.opt_default:
             return False
@@ -320,7 +331,7 @@ def connection_source(conf):
         return "set in %s" % location.detail
     if location.location == cfg.Locations.command_line:
         return "set on the command line"
-    if location.location == cfg.Locations.environment:
+    if _ENVIRONMENT is not None and location.location == _ENVIRONMENT:
         return "set in the environment (%s)" % location.detail
     return "set by the program"
 

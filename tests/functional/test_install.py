@@ -38,6 +38,12 @@ def built_wheel():
     """A wheel of this checkout, built once per test process."""
     if _WHEEL:
         return _WHEEL[0]
+    given = os.environ.get("GRANT_SCHEDULER_WHEEL")
+    if given:
+        # tools/release-venvs.sh: built on the host, as a release's pinned
+        # venv holds a pbr too old to build this project.
+        _WHEEL.append(given)
+        return given
     wheels = tempfile.mkdtemp(prefix="gs-wheel-")
     atexit.register(shutil.rmtree, wheels, True)
     env = dict(os.environ)

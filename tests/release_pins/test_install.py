@@ -24,7 +24,7 @@ def installed():
         PIP + ["list", "--format=json"],
         check=True,
         stdout=subprocess.PIPE,
-        universal_newlines=True,
+        text=True,
     ).stdout
     return {
         p["name"].lower().replace("_", "-"): p["version"]
@@ -60,6 +60,6 @@ class TestInstall(unittest.TestCase):
             PIP + ["check"],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            universal_newlines=True,
+            text=True,
         )
         self.assertEqual(0, result.returncode, result.stdout)
