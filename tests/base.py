@@ -171,6 +171,27 @@ class DatabaseTestCase:
         )
         self.db = self.db_fixture.database
 
+    def reflect_no_check_constraints_where_impossible(self):
+        """Reflect no CHECK constraints where this SQLAlchemy cannot.
+
+        SQLAlchemy 1.2.10 (Nova 18's pin) reads them from
+        ``pg_constraint.consrc``, which PostgreSQL 12 removed; a schema
+        comparison then still compares every table, column, index and key.
+        """
+        if self.backend != "postgresql":
+            return
+        engine = self.db.get_engine()
+        with engine.connect() as conn:
+            try:
+                sa.inspect(conn).get_check_constraints("gs_hosts")
+                return
+            except Exception as exc:  # noqa: BLE001 - oslo.db wraps it
+                if "consrc" not in str(exc):
+                    raise
+        dialect = engine.dialect
+        dialect.get_check_constraints = lambda *args, **kwargs: []
+        self.addCleanup(delattr, dialect, "get_check_constraints")
+
 
 def temp_config_file(testcase, text):
     """Write an oslo.config file for ``testcase``; return its path."""

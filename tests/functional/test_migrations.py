@@ -364,6 +364,7 @@ class ModelsMigrationsSync(
 
     def db_sync(self, engine):
         migration.upgrade(self.db)
+        self.reflect_no_check_constraints_where_impossible()
 
     def get_engine(self):
         return self.db.get_engine()
