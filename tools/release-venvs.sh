@@ -224,6 +224,8 @@ test_one() {
             *) not+=("not $b") ;;
         esac
     done
+    # EXTRA_K: more tests left out (cmd_ci_tests).
+    [ -z "${EXTRA_K:-}" ] || not+=("$EXTRA_K")
     local only
     only=$(IFS=,; echo "${not[*]}" | sed 's/,/ and /g')
     log "Nova $r: tests/unit; tests/functional on: $*"
@@ -256,14 +258,18 @@ cmd_test() {
 # What CI runs: each release's functional tests on one database server
 # (SQLite is the unit tests' own), the floors (18) on both; the servers
 # alternate so that each driver meets SQLAlchemy 1.2 and 1.3 and both
-# ends.  Two lanes at a time (the tests wait on databases and child
-# processes, which leaves a core mostly idle); each lane's output is
-# printed when it ends.  Every release runs even when an earlier failed.
+# ends.  Three lanes at once (the tests wait on databases and child
+# processes: two lanes kept 1.2 of the 2 cores busy); each lane's output
+# is printed when it ends.  Every release runs even when an earlier failed.
 declare -A CI_SERVERS=(
     [18]="mysql postgresql" [19]="postgresql" [20]="mysql"
     [21]="postgresql" [22]="mysql"
 )
-CI_LANES=("18 21" "19 20 22")
+# The passwords of every special character through every command (about
+# 2.5 minutes, the same on every server): at the two ends only, SQLAlchemy
+# 1.2.10's URLs and 1.3.19's.
+CI_EVERY_CHARACTER=" 18 22 "
+CI_LANES=("18" "19 21" "20 22")
 cmd_ci_tests() {
     local rc=0 start=$SECONDS lane r dir i=0
     ensure_wheel
@@ -272,8 +278,10 @@ cmd_ci_tests() {
         (
             lane_rc=0
             for r in $lane; do
+                extra="not TestSpecialCharacters"
+                case "$CI_EVERY_CHARACTER" in *" $r "*) extra= ;; esac
                 # shellcheck disable=SC2086 # the servers, one a word
-                test_one "$r" ${CI_SERVERS[$r]} || lane_rc=1
+                EXTRA_K=$extra test_one "$r" ${CI_SERVERS[$r]} || lane_rc=1
             done
             exit "$lane_rc"
         ) >"$dir/$i.log" 2>&1 &
