@@ -191,6 +191,7 @@ class NodeGrants:
         others=None,
         outage=None,
         reconcile=None,
+        usage=None,
     ):
         """
         :param grant_scheduler: ``f()`` giving the ``GrantScheduler``.
@@ -199,6 +200,8 @@ class NodeGrants:
             node's capacity that had changed (``NodeRegistry.refresh``).
         :param others: ``f(node_uuid)``, what placement holds on a node
             beyond the books (``PlacementCapacities.others``).
+        :param usage: ``f(context, state)``, what placement holds on the
+            node now, or None (``PlacementCapacities.usage_now``).
         :param outage: ``outage.Outage`` of this process (one that never
             recovers by itself when None: tests).
         :param reconcile: ``f(host, node)``, True when it corrected the
@@ -210,6 +213,7 @@ class NodeGrants:
         self._refresh = refresh
         self._others = others
         self._reconcile = reconcile
+        self._usage = usage
         self._by_uuid = {}
         self.outage = outage or outage_module.Outage(
             outage_module.SCHEDULE, lambda: None
@@ -256,6 +260,27 @@ class NodeGrants:
         )
         return dataclasses.replace(
             state, used=state.used + others, granted=api.NOTHING
+        ).fits(amount)
+
+    def placement_has_room(self, context, node_uuid, amount):
+        """Whether placement has room for ``amount`` on the node now, as
+        its candidates query decides: its usage read now (one ``GET
+        .../usages``) within the node's inventory in the books (read
+        from placement).  For an alternate, which no claim checks before
+        the conductor claims it: what another consumer took there since
+        the last look leaves it out, as it leaves it out of placement's
+        candidates.  ``has_room``'s answer when the node is not known or
+        placement does not answer."""
+        state = self._by_uuid.get(node_uuid)
+        usage = (
+            None
+            if state is None or self._usage is None
+            else self._usage(context, state)
+        )
+        if usage is None:
+            return self.has_room(node_uuid, amount)
+        return dataclasses.replace(
+            state, used=usage, granted=api.NOTHING
         ).fits(amount)
 
     def grant(self, context, instance_uuid, node, amount):
@@ -384,6 +409,14 @@ class GrantingFilterScheduler(filter_scheduler.FilterScheduler):
             raise NoValidHost(rejected_by, exc) from exc
         finally:
             self._local.requests = None
+
+    def _get_alternate_hosts(self, *args, **kwargs):
+        """Nova's alternates; with built requests, only nodes placement has
+        room on now (``BuiltRequests.choosing_alternates``)."""
+        requests = getattr(self._local, "requests", None)
+        if isinstance(requests, candidates.BuiltRequests):
+            requests.choosing_alternates()
+        return super()._get_alternate_hosts(*args, **kwargs)
 
     def _get_all_host_states(self, context, spec_obj, provider_summaries):
         """Nova's HostStates; a node grant_scheduler has not seen yet is

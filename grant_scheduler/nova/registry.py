@@ -59,6 +59,10 @@ class RecordCapacities:
     def look_again(self, context, state):
         """Nothing to look at."""
 
+    def usage_now(self, context, state):
+        """None: no placement before Nova 17."""
+        return None
+
     def of_node(self, context, node_uuid):
         """None: a record is read with every node's, at ``sync``."""
         return None
@@ -80,14 +84,22 @@ class PlacementCapacities:
     def look_again(self, context, state):
         """Note what placement holds on ``state``'s node now that the
         books do not (a consumer that is no instance the books follow)."""
+        self.usage_now(context, state)
+
+    def usage_now(self, context, state):
+        """What placement holds on ``state``'s node now, every class, as
+        ``Resources`` (one ``GET .../usages``), or None when placement did
+        not answer; what of it the books do not hold is noted as
+        ``look_again`` notes it."""
         usage = self._inventory.usage(context, state.node_uuid)
         if usage is None:
-            return
+            return None
         others = compat.not_below_zero(usage - state.used - state.granted)
         if others == api.NOTHING:
             self._others.pop(state.node_uuid, None)
         else:
             self._others[state.node_uuid] = others
+        return usage
 
     def of(self, context, host_state):
         return self.of_node(context, host_state.uuid)
