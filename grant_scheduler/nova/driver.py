@@ -374,8 +374,8 @@ class GrantSchedulerDriver:
                     reconcile.NodeReconciler(
                         self._lazy.get, allocations=self.allocations
                     ),
-                    usage=lambda context, state: self.capacities().usage_now(
-                        context, state
+                    usage=lambda context, node_uuid: (
+                        self.capacities().usage_now(context, node_uuid)
                     ),
                 ),
                 self.registry,

@@ -59,7 +59,7 @@ class RecordCapacities:
     def look_again(self, context, state):
         """Nothing to look at."""
 
-    def usage_now(self, context, state):
+    def usage_now(self, context, node_uuid):
         """None: no placement before Nova 17."""
         return None
 
@@ -84,22 +84,26 @@ class PlacementCapacities:
     def look_again(self, context, state):
         """Note what placement holds on ``state``'s node now that the
         books do not (a consumer that is no instance the books follow)."""
-        self.usage_now(context, state)
-
-    def usage_now(self, context, state):
-        """What placement holds on ``state``'s node now, every class, as
-        ``Resources`` (one ``GET .../usages``), or None when placement did
-        not answer; what of it the books do not hold is noted as
-        ``look_again`` notes it."""
         usage = self._inventory.usage(context, state.node_uuid)
         if usage is None:
-            return None
+            return
         others = compat.not_below_zero(usage - state.used - state.granted)
         if others == api.NOTHING:
             self._others.pop(state.node_uuid, None)
         else:
             self._others[state.node_uuid] = others
-        return usage
+
+    def usage_now(self, context, node_uuid):
+        """What placement holds on the node now, every class, as
+        ``Resources`` (one ``GET .../usages``), or None when placement did
+        not answer.
+
+        Nothing is noted from it: against the books as this request last
+        read them, the grants other requests have made since, claimed in
+        placement already, would look like another consumer's (and leave
+        the node out of later requests where placement has room); the
+        periodic look notes what is beyond the books."""
+        return self._inventory.usage(context, node_uuid)
 
     def of(self, context, host_state):
         return self.of_node(context, host_state.uuid)
