@@ -51,6 +51,7 @@ returned, though Nova's HostManager still reads every node.
 
 import collections
 import inspect
+import time
 from urllib import parse
 
 from nova import exception as nova_exception
@@ -291,9 +292,10 @@ class Candidates:
             requests (``[grant_scheduler] build_allocation_requests``).
         :param room: ``f(rp_uuid, Resources)``, False for a node known to
             have no room for one instance of a built request.
-        :param room_now: ``f(context, rp_uuid, Resources)``, placement's
-            word on whether a node has room for one instance now (asked
-            of a built request's alternates).
+        :param room_now: ``f(context, rp_uuid, Resources, since)``,
+            placement's word on whether a node has room for one instance
+            now, from a read made since ``time.monotonic()`` was
+            ``since`` (asked of a built request's alternates).
         """
         self._conf = conf
         self._client = client
@@ -313,6 +315,7 @@ class Candidates:
         :raises NoValidHost: Nova's, when a request filter fails or
             placement has no candidate.
         """
+        arrived = time.monotonic()
         if scheduler_utils.request_is_rebuild(spec_obj):
             return None, None, None
         try:
@@ -330,7 +333,7 @@ class Candidates:
                 amounts,
                 lambda: self._fetch(context, spec_obj, resources, True)[0],
                 self._admits(amounts),
-                self._now(context, amounts),
+                self._now(context, amounts, arrived),
             )
             return requests, None, self._version
         alloc_reqs, summaries, version = self._fetch(
@@ -351,11 +354,11 @@ class Candidates:
         amount = api.Resources.of(amounts)
         return lambda rp_uuid: self._room(rp_uuid, amount)
 
-    def _now(self, context, amounts):
+    def _now(self, context, amounts, since=None):
         if self._room_now is None:
             return None
         amount = api.Resources.of(amounts)
-        return lambda rp_uuid: self._room_now(context, rp_uuid, amount)
+        return lambda rp_uuid: self._room_now(context, rp_uuid, amount, since)
 
     def _resources(self, context, spec_obj, translate):
         """Nova's ``ResourceRequest`` of the spec, on any of 18-22."""

@@ -38,6 +38,7 @@ Only imported when Nova 17-22 is.
 import dataclasses
 import random
 import threading
+import time
 
 from nova import conf as nova_conf
 from nova import exception as nova_exception
@@ -180,6 +181,16 @@ class GrantingPlacementClient:
         )
 
 
+class _UsageRead:
+    """One read of a node's usage in placement, which the requests that
+    arrived before it started may share (``NodeGrants._usage_since``)."""
+
+    def __init__(self, started):
+        self.started = started
+        self.done = threading.Event()
+        self.usage = None
+
+
 class NodeGrants:
     """Grants on the node Nova's FilterScheduler chose, for one process."""
 
@@ -214,6 +225,7 @@ class NodeGrants:
         self._others = others
         self._reconcile = reconcile
         self._usage = usage
+        self._reads = {}  # node uuid -> the last _UsageRead of it
         self._by_uuid = {}
         self.outage = outage or outage_module.Outage(
             outage_module.SCHEDULE, lambda: None
@@ -262,7 +274,7 @@ class NodeGrants:
             state, used=state.used + others, granted=api.NOTHING
         ).fits(amount)
 
-    def placement_has_room(self, context, node_uuid, amount):
+    def placement_has_room(self, context, node_uuid, amount, since=None):
         """Whether placement has room for ``amount`` on the node now, as
         its candidates query decides: its usage read now (one ``GET
         .../usages``) within the node's inventory in the books (read
@@ -270,18 +282,38 @@ class NodeGrants:
         the conductor claims it: what another consumer took there since
         the last look leaves it out, as it leaves it out of placement's
         candidates.  ``has_room``'s answer when the node is not known or
-        placement does not answer."""
+        placement does not answer.
+
+        :param since: ``time.monotonic()`` when the request arrived: a
+            read of the node another request of this process started
+            since then is used (it is as fresh as the candidates the
+            stock scheduler fetches when a request arrives), else the
+            node is read again.
+        """
         state = self._by_uuid.get(node_uuid)
         usage = (
             None
             if state is None or self._usage is None
-            else self._usage(context, node_uuid)
+            else self._usage_since(context, node_uuid, since)
         )
         if usage is None:
             return self.has_room(node_uuid, amount)
         return dataclasses.replace(
             state, used=usage, granted=api.NOTHING
         ).fits(amount)
+
+    def _usage_since(self, context, node_uuid, since):
+        read = self._reads.get(node_uuid)
+        if read is not None and since is not None and read.started >= since:
+            read.done.wait()
+            return read.usage
+        read = _UsageRead(time.monotonic())
+        self._reads[node_uuid] = read
+        try:
+            read.usage = self._usage(context, node_uuid)
+        finally:
+            read.done.set()
+        return read.usage
 
     def grant(self, context, instance_uuid, node, amount):
         """Take a grant for ``instance_uuid`` on ``node``; False if it

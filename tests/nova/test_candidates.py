@@ -205,16 +205,18 @@ class TestBuiltRequests(unittest.TestCase):
             conf=None,
             client=None,
             host_manager=lambda: FakeHostManager(),
-            room_now=lambda context, rp_uuid, amount: (
-                asked.append((context, rp_uuid, amount)) or False
+            room_now=lambda context, rp_uuid, amount, since: (
+                asked.append((context, rp_uuid, amount, since)) or False
             ),
         )
         requests = candidates.BuiltRequests(
-            AMOUNTS, self.fail, now=found._now("ctx", AMOUNTS)
+            AMOUNTS, self.fail, now=found._now("ctx", AMOUNTS, 12.5)
         )
         requests.choosing_alternates()
         self.assertNotIn("rp-a", requests)
-        self.assertEqual([("ctx", "rp-a", api.Resources(1, 512, 10))], asked)
+        self.assertEqual(
+            [("ctx", "rp-a", api.Resources(1, 512, 10), 12.5)], asked
+        )
 
     def test_a_node_without_a_uuid_is_never_offered(self):
         # A compute node record without a uuid has no provider: placement
