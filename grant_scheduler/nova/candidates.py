@@ -146,7 +146,6 @@ class BuiltRequests:
         self._admits = admits
         self._now = now
         self._alternates = None
-        self._looking = {}
         self._fetched = None
         self._refused = False
         self._built = {}
@@ -201,31 +200,8 @@ class BuiltRequests:
         # look does not tell what another consumer took since, which
         # placement's candidates of this request would leave out.
         if rp_uuid not in self._alternates:
-            self._alternates[rp_uuid] = self._room_now(rp_uuid)
+            self._alternates[rp_uuid] = bool(self._now(rp_uuid))
         return self._alternates[rp_uuid]
-
-    def look_ahead(self, rp_uuids, spawn):
-        """Start asking placement about nodes likely to be the alternates
-        (those after the node Nova claims first, in its order), each on a
-        green thread of its own (``spawn(f, rp_uuid)``, which returns
-        something with ``wait()``), while the first is granted and
-        claimed; ``offers`` then waits for the answer of a node it is
-        asked about as an alternate."""
-        if self._now is None or self._refused or self._fetched is not None:
-            return
-        for rp_uuid in rp_uuids:
-            if rp_uuid is None or rp_uuid in self._looking:
-                continue
-            self._looking[rp_uuid] = spawn(self._now, rp_uuid)
-
-    def _room_now(self, rp_uuid):
-        looking = self._looking.pop(rp_uuid, None)
-        if looking is not None:
-            try:
-                return bool(looking.wait())
-            except Exception:  # noqa: BLE001 - asked again below
-                LOG.debug("Looking ahead at %s failed", rp_uuid, exc_info=True)
-        return bool(self._now(rp_uuid))
 
     def choosing_alternates(self):
         """Nova's FilterScheduler has claimed every instance of the

@@ -370,36 +370,6 @@ class NodeGrants:
             )
 
 
-def _look_ahead(args, kwargs):
-    """How many alternates to look ahead at for ``_schedule``'s
-    arguments after the spec (every release's: ``instance_uuids``,
-    ``alloc_reqs_by_rp_uuid``, ``provider_summaries``,
-    ``allocation_request_version``, ``return_alternates``): Nova's
-    ``max_attempts - 1`` for one instance asking for alternates, else 0
-    (a multi-create's alternates are ranked again after its claims)."""
-    instance_uuids = args[0] if args else kwargs.get("instance_uuids")
-    alternates = kwargs.get(
-        "return_alternates", args[4] if len(args) > 4 else False
-    )
-    if not alternates or len(instance_uuids or ()) != 1:
-        return 0
-    return max(0, nova_conf.CONF.scheduler.max_attempts - 1)
-
-
-def _green_spawn():
-    """``eventlet.spawn`` where sockets are green (Nova's services monkey
-    patch them first), else None: a blocking read on a green thread would
-    gain nothing."""
-    try:
-        import eventlet
-        from eventlet import patcher
-    except ImportError:
-        return None
-    if not patcher.is_monkey_patched("socket"):
-        return None
-    return eventlet.spawn
-
-
 class NoValidHost(nova_exception.NoValidHost):
     """Nova's NoValidHost, with Nova's own text as its message (the fault
     every user sees, which Nova's own tests expect word for word), whose
@@ -460,7 +430,6 @@ class GrantingFilterScheduler(filter_scheduler.FilterScheduler):
         # NOTE(nova): every release's _schedule takes instance_uuids, then
         # alloc_reqs_by_rp_uuid; _get_all_host_states is not given them.
         self._local.requests = args[1] if len(args) > 1 else None
-        self._local.look_ahead = _look_ahead(args, kwargs)
         try:
             return super()._schedule(context, spec_obj, *args, **kwargs)
         except nova_exception.NoValidHost as exc:
@@ -472,35 +441,6 @@ class GrantingFilterScheduler(filter_scheduler.FilterScheduler):
             raise NoValidHost(rejected_by, exc) from exc
         finally:
             self._local.requests = None
-            self._local.look_ahead = 0
-
-    def _get_sorted_hosts(self, spec_obj, host_states, index):
-        """Nova's order of the hosts; with built requests, for the one
-        instance of a request that asks for alternates, placement is asked
-        about the hosts after the first (those Nova's alternates will be
-        when the first is claimed) on green threads while the first is
-        granted and claimed (``BuiltRequests.look_ahead``)."""
-        hosts = super()._get_sorted_hosts(spec_obj, host_states, index)
-        requests = getattr(self._local, "requests", None)
-        ahead = getattr(self._local, "look_ahead", 0)
-        spawn = _green_spawn()
-        if (
-            index == 0
-            and ahead
-            and hosts
-            and spawn is not None
-            and isinstance(requests, candidates.BuiltRequests)
-        ):
-            cell = getattr(hosts[0], "cell_uuid", None)
-            requests.look_ahead(
-                [
-                    h.uuid
-                    for h in hosts[1:]
-                    if getattr(h, "cell_uuid", None) == cell
-                ][:ahead],
-                spawn,
-            )
-        return hosts
 
     def _get_alternate_hosts(self, *args, **kwargs):
         """Nova's alternates; with built requests, only nodes placement has

@@ -138,58 +138,6 @@ class TestBuiltRequests(unittest.TestCase):
         self.assertIn("rp-a", requests)
         self.assertEqual(["rp-held", "rp-a"], asked)
 
-    def test_placement_is_asked_ahead_about_the_likely_alternates(self):
-        asked = []
-        spawned = []
-
-        class Looking:
-            def __init__(self, f, rp_uuid):
-                spawned.append(rp_uuid)
-                self.answer = f(rp_uuid)
-
-            def wait(self):
-                return self.answer
-
-        requests = candidates.BuiltRequests(
-            AMOUNTS,
-            self.fail,
-            now=lambda rp_uuid: asked.append(rp_uuid) or rp_uuid != "rp-held",
-        )
-        requests.look_ahead(["rp-held", "rp-b", None], Looking)
-        self.assertEqual(["rp-held", "rp-b"], spawned)
-        requests.choosing_alternates()
-        self.assertNotIn("rp-held", requests)
-        self.assertIn("rp-b", requests)
-        # One not looked at ahead (the first claim fell over) is asked
-        # then; none is asked twice.
-        self.assertIn("rp-c", requests)
-        self.assertIn("rp-b", requests)
-        self.assertEqual(["rp-held", "rp-b", "rp-c"], asked)
-
-    def test_a_look_ahead_that_failed_is_asked_again(self):
-        class Failed:
-            def __init__(self, f, rp_uuid):
-                pass
-
-            def wait(self):
-                raise RuntimeError("the green thread died")
-
-        requests = candidates.BuiltRequests(
-            AMOUNTS, self.fail, now=lambda rp_uuid: True
-        )
-        requests.look_ahead(["rp-a"], Failed)
-        requests.choosing_alternates()
-        self.assertIn("rp-a", requests)
-
-    def test_no_look_ahead_once_placements_candidates_decide(self):
-        requests = candidates.BuiltRequests(
-            AMOUNTS, lambda: self.fetched, now=self.fail
-        )
-        requests.refuse("rp-a")
-        requests.look_ahead(["rp-b"], self.fail)
-        requests.choosing_alternates()
-        self.assertIn("rp-b", requests)
-
     def test_alternates_from_placements_candidates_ask_nothing_more(self):
         requests = candidates.BuiltRequests(
             AMOUNTS, lambda: self.fetched, now=self.fail
