@@ -51,6 +51,7 @@ returned, though Nova's HostManager still reads every node.
 
 import collections
 import inspect
+import time
 from urllib import parse
 
 from nova import exception as nova_exception
@@ -123,7 +124,7 @@ class BuiltRequests:
     manager's dict: ``in``, ``[uuid]`` and, for the chosen hosts, ``get``.
     """
 
-    def __init__(self, amounts, fetch, admits=None):
+    def __init__(self, amounts, fetch, admits=None, now=None):
         """
         :param amounts: ``{resource class: amount}`` of one instance.
         :param fetch: ``f()`` giving placement's candidates by provider
@@ -131,13 +132,20 @@ class BuiltRequests:
         :param admits: ``f(rp_uuid)``, False for a node known to have no
             room (as placement leaves out a full provider: the books'
             usage and what placement holds there for consumers the books
-            do not know), None for one whose own provider lacks a class
-            asked for (placement's candidates then decide the request);
-            every node is admitted when None.
+            do not know, as of the last look), None for one whose own
+            provider lacks a class asked for (placement's candidates then
+            decide the request); every node is admitted when None.
+        :param now: ``f(rp_uuid)``, placement's word on whether a node has
+            room for one instance now: asked of each alternate an admitted
+            node would be (``choosing_alternates``), which no claim checks
+            before the conductor claims it; alternates are as admitted
+            when None.
         """
         self._amounts = dict(amounts)
         self._fetch = fetch
         self._admits = admits
+        self._now = now
+        self._alternates = None
         self._fetched = None
         self._refused = False
         self._built = {}
@@ -182,10 +190,26 @@ class BuiltRequests:
             # hold it, which only placement's candidates tell.
             self.ask_placement()
             return rp_uuid in self._candidates()
-        if verdict:
+        if not verdict:
+            self._passed_over = True
+            return False
+        if self._alternates is None or self._now is None:
             return True
-        self._passed_over = True
-        return False
+        # NOTE(placement): an alternate is claimed by the conductor only
+        # if the chosen host's build fails: the books' room as of the last
+        # look does not tell what another consumer took since, which
+        # placement's candidates of this request would leave out.
+        if rp_uuid not in self._alternates:
+            self._alternates[rp_uuid] = bool(self._now(rp_uuid))
+        return self._alternates[rp_uuid]
+
+    def choosing_alternates(self):
+        """Nova's FilterScheduler has claimed every instance of the
+        request: the nodes asked about from now on are alternates, each
+        offered only if placement has room on it now (asked once per
+        node and request)."""
+        if self._alternates is None:
+            self._alternates = {}
 
     @property
     def refused(self):
@@ -233,7 +257,9 @@ class Candidates:
     """What Nova's SchedulerManager passes a driver that uses allocation
     candidates, found by the driver."""
 
-    def __init__(self, conf, client, host_manager, build=True, room=None):
+    def __init__(
+        self, conf, client, host_manager, build=True, room=None, room_now=None
+    ):
         """
         :param conf: the configuration object (Nova's ``CONF``).
         :param client: Nova's placement client.
@@ -242,12 +268,17 @@ class Candidates:
             requests (``[grant_scheduler] build_allocation_requests``).
         :param room: ``f(rp_uuid, Resources)``, False for a node known to
             have no room for one instance of a built request.
+        :param room_now: ``f(context, rp_uuid, Resources, since)``,
+            placement's word on whether a node has room for one instance
+            now, from a read made since ``time.monotonic()`` was
+            ``since`` (asked of a built request's alternates).
         """
         self._conf = conf
         self._client = client
         self._host_manager = host_manager
         self._build = build
         self._room = room
+        self._room_now = room_now
         self._version = built_version()
         self._resource_params = inspect.signature(
             scheduler_utils.resources_from_request_spec
@@ -260,6 +291,7 @@ class Candidates:
         :raises NoValidHost: Nova's, when a request filter fails or
             placement has no candidate.
         """
+        arrived = time.monotonic()
         if scheduler_utils.request_is_rebuild(spec_obj):
             return None, None, None
         try:
@@ -277,6 +309,7 @@ class Candidates:
                 amounts,
                 lambda: self._fetch(context, spec_obj, resources, True)[0],
                 self._admits(amounts),
+                self._now(context, amounts, arrived),
             )
             return requests, None, self._version
         alloc_reqs, summaries, version = self._fetch(
@@ -296,6 +329,12 @@ class Candidates:
             return None
         amount = api.Resources.of(amounts)
         return lambda rp_uuid: self._room(rp_uuid, amount)
+
+    def _now(self, context, amounts, since=None):
+        if self._room_now is None:
+            return None
+        amount = api.Resources.of(amounts)
+        return lambda rp_uuid: self._room_now(context, rp_uuid, amount, since)
 
     def _resources(self, context, spec_obj, translate):
         """Nova's ``ResourceRequest`` of the spec, on any of 18-22."""

@@ -374,6 +374,9 @@ class GrantSchedulerDriver:
                     reconcile.NodeReconciler(
                         self._lazy.get, allocations=self.allocations
                     ),
+                    usage=lambda context, node_uuid: (
+                        self.capacities().usage_now(context, node_uuid)
+                    ),
                 ),
                 self.registry,
             )
@@ -528,6 +531,7 @@ class GrantSchedulerDriver:
                 lambda: self.host_manager,
                 build=conf.grant_scheduler.build_allocation_requests,
                 room=self.filter_scheduler.grants.has_room,
+                room_now=self.filter_scheduler.grants.placement_has_room,
             )
         return self._candidates
 

@@ -38,6 +38,7 @@ Only imported when Nova 17-22 is.
 import dataclasses
 import random
 import threading
+import time
 
 from nova import conf as nova_conf
 from nova import exception as nova_exception
@@ -180,6 +181,16 @@ class GrantingPlacementClient:
         )
 
 
+class _UsageRead:
+    """One read of a node's usage in placement, which the requests that
+    arrived before it started may share (``NodeGrants._usage_since``)."""
+
+    def __init__(self, started):
+        self.started = started
+        self.done = threading.Event()
+        self.usage = None
+
+
 class NodeGrants:
     """Grants on the node Nova's FilterScheduler chose, for one process."""
 
@@ -191,6 +202,7 @@ class NodeGrants:
         others=None,
         outage=None,
         reconcile=None,
+        usage=None,
     ):
         """
         :param grant_scheduler: ``f()`` giving the ``GrantScheduler``.
@@ -199,6 +211,8 @@ class NodeGrants:
             node's capacity that had changed (``NodeRegistry.refresh``).
         :param others: ``f(node_uuid)``, what placement holds on a node
             beyond the books (``PlacementCapacities.others``).
+        :param usage: ``f(context, node_uuid)``, what placement holds on
+            the node now, or None (``PlacementCapacities.usage_now``).
         :param outage: ``outage.Outage`` of this process (one that never
             recovers by itself when None: tests).
         :param reconcile: ``f(host, node)``, True when it corrected the
@@ -210,6 +224,8 @@ class NodeGrants:
         self._refresh = refresh
         self._others = others
         self._reconcile = reconcile
+        self._usage = usage
+        self._reads = {}  # node uuid -> the last _UsageRead of it
         self._by_uuid = {}
         self.outage = outage or outage_module.Outage(
             outage_module.SCHEDULE, lambda: None
@@ -257,6 +273,47 @@ class NodeGrants:
         return dataclasses.replace(
             state, used=state.used + others, granted=api.NOTHING
         ).fits(amount)
+
+    def placement_has_room(self, context, node_uuid, amount, since=None):
+        """Whether placement has room for ``amount`` on the node now, as
+        its candidates query decides: its usage read now (one ``GET
+        .../usages``) within the node's inventory in the books (read
+        from placement).  For an alternate, which no claim checks before
+        the conductor claims it: what another consumer took there since
+        the last look leaves it out, as it leaves it out of placement's
+        candidates.  ``has_room``'s answer when the node is not known or
+        placement does not answer.
+
+        :param since: ``time.monotonic()`` when the request arrived: a
+            read of the node another request of this process started
+            since then is used (it is as fresh as the candidates the
+            stock scheduler fetches when a request arrives), else the
+            node is read again.
+        """
+        state = self._by_uuid.get(node_uuid)
+        usage = (
+            None
+            if state is None or self._usage is None
+            else self._usage_since(context, node_uuid, since)
+        )
+        if usage is None:
+            return self.has_room(node_uuid, amount)
+        return dataclasses.replace(
+            state, used=usage, granted=api.NOTHING
+        ).fits(amount)
+
+    def _usage_since(self, context, node_uuid, since):
+        read = self._reads.get(node_uuid)
+        if read is not None and since is not None and read.started >= since:
+            read.done.wait()
+            return read.usage
+        read = _UsageRead(time.monotonic())
+        self._reads[node_uuid] = read
+        try:
+            read.usage = self._usage(context, node_uuid)
+        finally:
+            read.done.set()
+        return read.usage
 
     def grant(self, context, instance_uuid, node, amount):
         """Take a grant for ``instance_uuid`` on ``node``; False if it
@@ -384,6 +441,14 @@ class GrantingFilterScheduler(filter_scheduler.FilterScheduler):
             raise NoValidHost(rejected_by, exc) from exc
         finally:
             self._local.requests = None
+
+    def _get_alternate_hosts(self, *args, **kwargs):
+        """Nova's alternates; with built requests, only nodes placement has
+        room on now (``BuiltRequests.choosing_alternates``)."""
+        requests = getattr(self._local, "requests", None)
+        if isinstance(requests, candidates.BuiltRequests):
+            requests.choosing_alternates()
+        return super()._get_alternate_hosts(*args, **kwargs)
 
     def _get_all_host_states(self, context, spec_obj, provider_summaries):
         """Nova's HostStates; a node grant_scheduler has not seen yet is

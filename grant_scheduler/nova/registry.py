@@ -59,6 +59,10 @@ class RecordCapacities:
     def look_again(self, context, state):
         """Nothing to look at."""
 
+    def usage_now(self, context, node_uuid):
+        """None: no placement before Nova 17."""
+        return None
+
     def of_node(self, context, node_uuid):
         """None: a record is read with every node's, at ``sync``."""
         return None
@@ -88,6 +92,18 @@ class PlacementCapacities:
             self._others.pop(state.node_uuid, None)
         else:
             self._others[state.node_uuid] = others
+
+    def usage_now(self, context, node_uuid):
+        """What placement holds on the node now, every class, as
+        ``Resources`` (one ``GET .../usages``), or None when placement did
+        not answer.
+
+        Nothing is noted from it: against the books as this request last
+        read them, the grants other requests have made since, claimed in
+        placement already, would look like another consumer's (and leave
+        the node out of later requests where placement has room); the
+        periodic look notes what is beyond the books."""
+        return self._inventory.usage(context, node_uuid)
 
     def of(self, context, host_state):
         return self.of_node(context, host_state.uuid)

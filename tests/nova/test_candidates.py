@@ -116,6 +116,56 @@ class TestBuiltRequests(unittest.TestCase):
         self.assertNotIn("rp-a", requests)
         self.assertEqual([("rp-a", api.Resources(1, 512, 10))], asked)
 
+    def test_an_alternate_is_offered_only_if_placement_has_room_now(self):
+        asked = []
+        requests = candidates.BuiltRequests(
+            AMOUNTS,
+            self.fail,
+            admits=lambda rp_uuid: rp_uuid != "rp-full",
+            now=lambda rp_uuid: asked.append(rp_uuid) or rp_uuid != "rp-held",
+        )
+        # The chosen host is claimed: placement's claim decides there.
+        self.assertIn("rp-held", requests)
+        self.assertEqual([], asked)
+        requests.choosing_alternates()
+        self.assertNotIn("rp-held", requests)
+        self.assertIn("rp-a", requests)
+        # A node the books leave out is not asked about; each node is
+        # asked once per request (Nova asks each alternate of each
+        # instance of a multi-create).
+        self.assertNotIn("rp-full", requests)
+        self.assertNotIn("rp-held", requests)
+        self.assertIn("rp-a", requests)
+        self.assertEqual(["rp-held", "rp-a"], asked)
+
+    def test_alternates_from_placements_candidates_ask_nothing_more(self):
+        requests = candidates.BuiltRequests(
+            AMOUNTS, lambda: self.fetched, now=self.fail
+        )
+        requests.refuse("rp-a")
+        requests.choosing_alternates()
+        self.assertIn("rp-b", requests)
+        self.assertNotIn("rp-c", requests)
+
+    def test_the_room_asked_now_is_one_instance_of_the_request(self):
+        asked = []
+        found = candidates.Candidates(
+            conf=None,
+            client=None,
+            host_manager=lambda: FakeHostManager(),
+            room_now=lambda context, rp_uuid, amount, since: (
+                asked.append((context, rp_uuid, amount, since)) or False
+            ),
+        )
+        requests = candidates.BuiltRequests(
+            AMOUNTS, self.fail, now=found._now("ctx", AMOUNTS, 12.5)
+        )
+        requests.choosing_alternates()
+        self.assertNotIn("rp-a", requests)
+        self.assertEqual(
+            [("ctx", "rp-a", api.Resources(1, 512, 10), 12.5)], asked
+        )
+
     def test_a_node_without_a_uuid_is_never_offered(self):
         # A compute node record without a uuid has no provider: placement
         # never offers it, and a Selection refuses a null uuid.

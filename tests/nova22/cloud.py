@@ -273,8 +273,25 @@ class Cloud:
             engine.dispose()
 
     def reset_placement(self):
-        """Remove every allocation (between two runs on one cloud)."""
+        """Remove every allocation, and the instances earlier runs placed
+        (between two runs on one cloud): each run starts from empty nodes
+        in placement and in Nova's cell, whose instances on a host the
+        schedulers' host manager compares with what each compute says it
+        runs (nothing, in ``schedule``)."""
+        import sqlite3
+
         import sqlalchemy as sa
+
+        cell = sqlite3.connect(os.path.join(self.directory, "cell1.sqlite"))
+        try:
+            with cell:
+                # NOTE(nova): soft-deleted, as Nova deletes an instance.
+                cell.execute(
+                    "UPDATE instances SET deleted = id, "
+                    "deleted_at = CURRENT_TIMESTAMP WHERE deleted = 0"
+                )
+        finally:
+            cell.close()
 
         engine = sa.create_engine(
             self.spec["placement_url"], poolclass=sa.pool.NullPool

@@ -201,6 +201,31 @@ class BuiltRequestsTests:
         self.assertEqual(self.placement_usage(host), self.books_usage(host))
         self.assertEqual([], self.over_limit())
 
+    def test_a_boot_reads_placement_for_its_alternates_only(self):
+        """Each alternate of a built request (the other host: two hosts,
+        ``max_attempts - 1`` = 2 alternates asked) is checked against
+        placement's usage now, one small read each; no candidates query,
+        and the chosen host is read nothing (placement's claim decides
+        there)."""
+        from grant_scheduler.nova import inventory
+
+        self.boot()
+        read = []
+        real = inventory.PlacementInventory.usage
+
+        def counted(placement, context, node_uuid):
+            read.append(node_uuid)
+            return real(placement, context, node_uuid)
+
+        patched = mock.patch.object(
+            inventory.PlacementInventory, "usage", counted
+        )
+        with patched, self.candidate_queries() as queries:
+            server = self.boot()
+        self.assertEqual([], queries)
+        [other] = set(self.HOSTS) - {self.host_of(server)}
+        self.assertEqual([self.placement_provider(other)], read)
+
     def test_turned_off_every_boot_queries_candidates(self):
         self.flags(build_allocation_requests=False, group="grant_scheduler")
         with self.candidate_queries() as queries:

@@ -152,6 +152,17 @@ class Decisions:
         if stop is not None:
             self.addCleanup(stop)
 
+    def delete_and_wait(self, server):
+        """Delete ``server`` and wait until it and its allocation in
+        placement are gone."""
+        self.admin.delete_server(server["id"])
+        deadline = time.monotonic() + 60
+        while server["id"] in [s["id"] for s in self.admin.get_servers()] or (
+            self._get_allocations_by_server_uuid(server["id"])
+        ):
+            self.assertLess(time.monotonic(), deadline, "never deleted")
+            self._sleep()
+
     def provider(self, host):
         [found] = self.placement_client.get(
             "/resource_providers?name=%s" % host
@@ -533,6 +544,20 @@ class AlternateDecisions(Decisions):
         self.assertEqual(["host1"], failed)
         self.assertEqual("host3", server["OS-EXT-SRV-ATTR:host"])
 
+    def test_the_alternate_is_a_host_placement_has_room_on_now(self):
+        """The same with host2 held after the scheduler's last look at
+        placement (a server booted and deleted, the periodic tasks run,
+        then the hold; no periodic task since): placement's candidates of
+        the request itself leave host2 out, so the alternate is host3."""
+        flavor = self.make_flavor(vcpus=1, ram=128, disk=1)
+        self.delete_and_wait(self.boot_flavor(flavor))
+        self.run_periodic_tasks()
+        self.hold_in_placement("host2", {"VCPU": 2})
+        failed = self.fail_first_build()
+        server = self.boot_flavor(flavor)
+        self.assertEqual(["host1"], failed)
+        self.assertEqual("host3", server["OS-EXT-SRV-ATTR:host"])
+
 
 class Host1Weigher(weights.BaseHostWeigher):
     """host1 1, every other host 0, at 0.38 of RAMWeigher's weight."""
@@ -718,13 +743,7 @@ class PinnedDecisions(Decisions):
             if s["OS-EXT-SRV-ATTR:host"] == host
             and "PCPU" in self.allocated(s)
         ][:1]
-        self.admin.delete_server(server["id"])
-        deadline = time.monotonic() + 60
-        while server["id"] in [s["id"] for s in self.admin.get_servers()] or (
-            self._get_allocations_by_server_uuid(server["id"])
-        ):
-            self.assertLess(time.monotonic(), deadline, "never deleted")
-            self._sleep()
+        self.delete_and_wait(server)
         return self.usages(host)
 
     def usages(self, host):

@@ -233,6 +233,20 @@ class TestOthers(unittest.TestCase):
         records = registry.RecordCapacities(lambda: api.NOTHING)
         records.look_again(None, self.state)
         self.assertEqual(api.NOTHING, records.others("a"))
+        self.assertIsNone(records.usage_now(None, "a"))
+
+    def test_the_usage_now_is_placements_and_notes_nothing(self):
+        # Two grants made since this request read the books, claimed in
+        # placement already: not another consumer's.
+        self.client.usages["a"] = {"VCPU": 4, "MEMORY_MB": 16}
+        self.assertEqual(
+            api.Resources(4, 16, 0), self.capacities.usage_now(None, "a")
+        )
+        self.assertEqual(api.NOTHING, self.capacities.others("a"))
+
+    def test_no_usage_now_when_placement_does_not_answer(self):
+        del self.client.providers["a"]
+        self.assertIsNone(self.capacities.usage_now(None, "a"))
 
 
 def _flavor(vcpus, memory_mb, root_gb, ephemeral_gb=0, swap=0, **specs):
