@@ -255,7 +255,7 @@ def has_substitution(raw):
 
 
 # NOTE(oslo.config): values from the environment (OS_<GROUP>__<NAME>)
-# arrived in 6.5 (Nova 19); before it there is no such location.
+# are not in Nova 18's 6.4 (they are in Nova 19's 6.8): no such location there.
 _ENVIRONMENT = getattr(cfg.Locations, "environment", None)
 _SET_BY_THE_OPERATOR = tuple(
     where
@@ -271,7 +271,7 @@ def _location(conf, name):
     try:
         return get_location(name, GROUP_NAME)
     except AttributeError:
-        # NOTE(oslo.config): before 6.5 (Nova 18's 6.4) the group must be
+        # NOTE(oslo.config): in Nova 18's 6.4 the group must be
         # given as an OptGroup, not by its name.
         return get_location(name, cfg.OptGroup(GROUP_NAME))
 

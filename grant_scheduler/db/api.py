@@ -421,8 +421,8 @@ class Database:
 
     @property
     def is_started(self):
-        # NOTE(oslo.db): the context manager says it from 4.42 on; before
-        # that (Nova 18's 4.40) only its factory knows.
+        # NOTE(oslo.db): the context manager says it in Nova 19's 4.45; in
+        # Nova 18's 4.40 only its factory knows.
         started = getattr(self._facade, "is_started", None)
         if started is None:
             started = self._facade._factory._started

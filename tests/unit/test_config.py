@@ -315,7 +315,7 @@ class TestRequireConnection(base.TestCase):
         )
         conf = _conf(self)
         if not hasattr(cfg.Locations, "environment"):
-            # oslo.config before 6.5 (Nova 18) reads no environment: the
+            # oslo.config 6.4 (Nova 18's pin) reads no environment: the
             # variable is ignored, and the default is still refused.
             self.assertRaises(
                 exception.DatabaseConfigError,
