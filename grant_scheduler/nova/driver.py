@@ -375,7 +375,7 @@ class GrantSchedulerDriver:
                         self._lazy.get, allocations=self.allocations
                     ),
                     usage=lambda context, node_uuid: (
-                        self.capacities().usage_now(context, node_uuid)
+                        self.capacities().look_now(context, node_uuid)
                     ),
                 ),
                 self.registry,

@@ -33,6 +33,9 @@ from grant_scheduler import api
 
 LOG = logging.getLogger(__name__)
 
+# ``PlacementInventory.look``'s capacity of a provider without inventory.
+NO_INVENTORY = api.Capacity.of({})
+
 # The first microversion of GET /resource_providers that lists every
 # provider without a filter (1.0 does too) and the inventories' format.
 _VERSION = "1.0"
@@ -122,6 +125,34 @@ class PlacementInventory:
             return None
         usages = found.get("usages") or {}
         return api.Resources.of({n: int(v) for n, v in usages.items()})
+
+    def look(self, context, node_uuid):
+        """What placement has for the node now: ``(usage, capacity)``.
+
+        ``usage`` is what placement holds on the node's provider, every
+        class, as ``Resources`` (None when placement did not answer).
+        ``capacity`` is the provider's inventory read now when its
+        generation, which the usages' answer carries, moved since the
+        last ``changed`` (an allocation or an inventory changed there):
+        ``NO_INVENTORY`` when it has none, None when it did not move (the
+        inventory the last sync read is current) or placement did not
+        answer.  One read, two where the provider moved."""
+        found = self._read(context, node_uuid, "usages")
+        if found is None:
+            return None, None
+        usage = api.Resources.of(
+            {n: int(v) for n, v in (found.get("usages") or {}).items()}
+        )
+        generation = found.get("resource_provider_generation")
+        if generation is not None and (
+            generation == self._generations.get(node_uuid)
+        ):
+            return usage, None
+        inventories = self._read(context, node_uuid, "inventories")
+        if inventories is None:
+            return usage, None
+        capacity = capacity_from(inventories.get("inventories") or {})
+        return usage, NO_INVENTORY if capacity is None else capacity
 
     def allocations(self, context, node_uuid):
         """``{consumer uuid: Resources}`` placement holds on the node's

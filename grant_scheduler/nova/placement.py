@@ -182,13 +182,15 @@ class GrantingPlacementClient:
 
 
 class _UsageRead:
-    """One read of a node's usage in placement, which the requests that
-    arrived before it started may share (``NodeGrants._usage_since``)."""
+    """One read of a node's usage (and inventory) in placement, which
+    the requests that arrived before it started may share
+    (``NodeGrants._read_since``)."""
 
     def __init__(self, started):
         self.started = started
         self.done = threading.Event()
         self.usage = None
+        self.capacity = None
 
 
 class NodeGrants:
@@ -211,8 +213,10 @@ class NodeGrants:
             node's capacity that had changed (``NodeRegistry.refresh``).
         :param others: ``f(node_uuid)``, what placement holds on a node
             beyond the books (``PlacementCapacities.others``).
-        :param usage: ``f(context, node_uuid)``, what placement holds on
-            the node now, or None (``PlacementCapacities.usage_now``).
+        :param usage: ``f(context, node_uuid)``, what placement has for
+            the node now, ``(usage, capacity)`` as
+            ``inventory.PlacementInventory.look`` answers, or None
+            (``PlacementCapacities.look_now``).
         :param outage: ``outage.Outage`` of this process (one that never
             recovers by itself when None: tests).
         :param reconcile: ``f(host, node)``, True when it corrected the
@@ -277,12 +281,14 @@ class NodeGrants:
     def placement_has_room(self, context, node_uuid, amount, since=None):
         """Whether placement has room for ``amount`` on the node now, as
         its candidates query decides: its usage read now (one ``GET
-        .../usages``) within the node's inventory in the books (read
-        from placement).  For an alternate, which no claim checks before
-        the conductor claims it: what another consumer took there since
-        the last look leaves it out, as it leaves it out of placement's
-        candidates.  ``has_room``'s answer when the node is not known or
-        placement does not answer.
+        .../usages``) within its inventory, the one in the books (read
+        from placement at the last sync) or, where the provider moved
+        since, read again (one ``GET .../inventories`` more).  For an
+        alternate, which no claim checks before the conductor claims it:
+        what another consumer took there since the last look, or an
+        inventory lowered in placement since, leaves it out, as it leaves
+        it out of placement's candidates.  ``has_room``'s answer when the
+        node is not known or placement does not answer.
 
         :param since: ``time.monotonic()`` when the request arrived: a
             read of the node another request of this process started
@@ -291,29 +297,32 @@ class NodeGrants:
             node is read again.
         """
         state = self._by_uuid.get(node_uuid)
-        usage = (
+        read = (
             None
             if state is None or self._usage is None
-            else self._usage_since(context, node_uuid, since)
+            else self._read_since(context, node_uuid, since)
         )
-        if usage is None:
+        if read is None or read.usage is None:
             return self.has_room(node_uuid, amount)
-        return dataclasses.replace(
-            state, used=usage, granted=api.NOTHING
-        ).fits(amount)
+        now = dataclasses.replace(state, used=read.usage, granted=api.NOTHING)
+        if read.capacity is not None:
+            now = dataclasses.replace(now, capacity=read.capacity, limit=None)
+        return now.fits(amount)
 
-    def _usage_since(self, context, node_uuid, since):
+    def _read_since(self, context, node_uuid, since):
         read = self._reads.get(node_uuid)
         if read is not None and since is not None and read.started >= since:
             read.done.wait()
-            return read.usage
+            return read
         read = _UsageRead(time.monotonic())
         self._reads[node_uuid] = read
         try:
-            read.usage = self._usage(context, node_uuid)
+            looked = self._usage(context, node_uuid)
+            if looked is not None:
+                read.usage, read.capacity = looked
         finally:
             read.done.set()
-        return read.usage
+        return read
 
     def grant(self, context, instance_uuid, node, amount):
         """Take a grant for ``instance_uuid`` on ``node``; False if it

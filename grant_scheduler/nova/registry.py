@@ -59,7 +59,7 @@ class RecordCapacities:
     def look_again(self, context, state):
         """Nothing to look at."""
 
-    def usage_now(self, context, node_uuid):
+    def look_now(self, context, node_uuid):
         """None: no placement before Nova 17."""
         return None
 
@@ -93,17 +93,19 @@ class PlacementCapacities:
         else:
             self._others[state.node_uuid] = others
 
-    def usage_now(self, context, node_uuid):
-        """What placement holds on the node now, every class, as
-        ``Resources`` (one ``GET .../usages``), or None when placement did
-        not answer.
+    def look_now(self, context, node_uuid):
+        """What placement has for the node now: ``(usage, capacity)`` as
+        ``inventory.PlacementInventory.look`` answers (one ``GET
+        .../usages``, and one ``GET .../inventories`` where the provider
+        moved since the last sync).
 
         Nothing is noted from it: against the books as this request last
         read them, the grants other requests have made since, claimed in
         placement already, would look like another consumer's (and leave
         the node out of later requests where placement has room); the
-        periodic look notes what is beyond the books."""
-        return self._inventory.usage(context, node_uuid)
+        periodic look notes what is beyond the books; the inventory is
+        reported to the books by the next sync or a refused grant."""
+        return self._inventory.look(context, node_uuid)
 
     def of(self, context, host_state):
         return self.of_node(context, host_state.uuid)

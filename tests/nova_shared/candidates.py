@@ -204,27 +204,35 @@ class BuiltRequestsTests:
     def test_a_boot_reads_placement_for_its_alternates_only(self):
         """Each alternate of a built request (the other host: two hosts,
         ``max_attempts - 1`` = 2 alternates asked) is checked against
-        placement's usage now, one small read each; no candidates query,
-        and the chosen host is read nothing (placement's claim decides
-        there)."""
+        placement's usage now, one small read each (and its inventory,
+        one more, where its provider moved since the last sync); no
+        candidates query, and the chosen host is read nothing
+        (placement's claim decides there)."""
         from grant_scheduler.nova import inventory
 
         self.boot()
         read = []
-        real = inventory.PlacementInventory.usage
+        real = inventory.PlacementInventory._read
 
-        def counted(placement, context, node_uuid):
-            read.append(node_uuid)
-            return real(placement, context, node_uuid)
+        def counted(placement, context, node_uuid, what):
+            read.append((what, node_uuid))
+            return real(placement, context, node_uuid, what)
 
         patched = mock.patch.object(
-            inventory.PlacementInventory, "usage", counted
+            inventory.PlacementInventory, "_read", counted
         )
         with patched, self.candidate_queries() as queries:
             server = self.boot()
         self.assertEqual([], queries)
         [other] = set(self.HOSTS) - {self.host_of(server)}
-        self.assertEqual([self.placement_provider(other)], read)
+        other = self.placement_provider(other)
+        self.assertEqual(
+            [("usages", other)], [r for r in read if r[0] == "usages"]
+        )
+        self.assertIn(
+            [r for r in read if r[0] != "usages"],
+            ([], [("inventories", other)]),
+        )
 
     def test_turned_off_every_boot_queries_candidates(self):
         self.flags(build_allocation_requests=False, group="grant_scheduler")

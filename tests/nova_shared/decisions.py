@@ -179,7 +179,10 @@ class Decisions:
         inventory["resource_provider_generation"] = self.placement_client.get(
             "/resource_providers/%s" % rp
         ).body["generation"]
-        self.assertEqual(200, self.placement_client.put(url, inventory).status)
+        # NOTE(placement): 1.26 is the first to take a reserved amount
+        # equal to the total (all of a class reserved).
+        response = self.placement_client.put(url, inventory, version="1.26")
+        self.assertEqual(200, response.status)
 
     def allocated(self, server):
         """``{class: amount}`` placement holds for ``server`` on its host's
@@ -553,6 +556,20 @@ class AlternateDecisions(Decisions):
         self.delete_and_wait(self.boot_flavor(flavor))
         self.run_periodic_tasks()
         self.hold_in_placement("host2", {"VCPU": 2})
+        failed = self.fail_first_build()
+        server = self.boot_flavor(flavor)
+        self.assertEqual(["host1"], failed)
+        self.assertEqual("host3", server["OS-EXT-SRV-ATTR:host"])
+
+    def test_the_alternate_is_a_host_placement_has_room_on_now_inventory(self):
+        """The same with host2's vCPUs reserved in placement after the
+        scheduler's last look (as an operator reserves them through
+        placement's API): placement's candidates leave host2 out, so the
+        alternate is host3."""
+        flavor = self.make_flavor(vcpus=1, ram=128, disk=1)
+        self.delete_and_wait(self.boot_flavor(flavor))
+        self.run_periodic_tasks()
+        self.set_inventory("host2", "VCPU", reserved=2)
         failed = self.fail_first_build()
         server = self.boot_flavor(flavor)
         self.assertEqual(["host1"], failed)

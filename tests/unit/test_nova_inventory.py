@@ -129,7 +129,13 @@ class _Client:
         if uuid not in self.providers:
             return _Response(404, {})
         if url.endswith("/usages"):
-            return _Response(200, {"usages": self.usages.get(uuid, {})})
+            return _Response(
+                200,
+                {
+                    "usages": self.usages.get(uuid, {}),
+                    "resource_provider_generation": self.providers[uuid][0],
+                },
+            )
         if url.endswith("/allocations"):
             held = self.allocations.get(uuid, {})
             return _Response(
@@ -199,9 +205,8 @@ class TestOthers(unittest.TestCase):
         self.client = _Client(
             {"a": (1, {"VCPU": _inventory(4), "MEMORY_MB": _inventory(64)})}
         )
-        self.capacities = registry.PlacementCapacities(
-            inventory.PlacementInventory(lambda: self.client)
-        )
+        self.inventory = inventory.PlacementInventory(lambda: self.client)
+        self.capacities = registry.PlacementCapacities(self.inventory)
         self.state = types.SimpleNamespace(
             node_uuid="a",
             used=api.Resources(1, 8, 0),
@@ -233,20 +238,48 @@ class TestOthers(unittest.TestCase):
         records = registry.RecordCapacities(lambda: api.NOTHING)
         records.look_again(None, self.state)
         self.assertEqual(api.NOTHING, records.others("a"))
-        self.assertIsNone(records.usage_now(None, "a"))
+        self.assertIsNone(records.look_now(None, "a"))
 
     def test_the_usage_now_is_placements_and_notes_nothing(self):
         # Two grants made since this request read the books, claimed in
         # placement already: not another consumer's.
         self.client.usages["a"] = {"VCPU": 4, "MEMORY_MB": 16}
-        self.assertEqual(
-            api.Resources(4, 16, 0), self.capacities.usage_now(None, "a")
-        )
+        usage, _ = self.capacities.look_now(None, "a")
+        self.assertEqual(api.Resources(4, 16, 0), usage)
         self.assertEqual(api.NOTHING, self.capacities.others("a"))
 
     def test_no_usage_now_when_placement_does_not_answer(self):
         del self.client.providers["a"]
-        self.assertIsNone(self.capacities.usage_now(None, "a"))
+        self.assertEqual((None, None), self.capacities.look_now(None, "a"))
+
+    def test_the_inventory_is_read_only_where_the_provider_moved(self):
+        self.assertEqual({"a"}, self.inventory.changed(None))
+        self.client.urls.clear()
+        self.assertIsNone(self.capacities.look_now(None, "a")[1])
+        self.assertEqual(["/resource_providers/a/usages"], self.client.urls)
+        # The inventory lowered in placement since the last sync: its
+        # provider's generation moved.
+        self.client.providers["a"] = (2, {"VCPU": _inventory(4, reserved=3)})
+        self.client.urls.clear()
+        _, capacity = self.capacities.look_now(None, "a")
+        self.assertEqual(
+            inventory.capacity_from({"VCPU": _inventory(4, reserved=3)}),
+            capacity,
+        )
+        self.assertEqual(
+            [
+                "/resource_providers/a/usages",
+                "/resource_providers/a/inventories",
+            ],
+            self.client.urls,
+        )
+
+    def test_a_provider_left_without_inventory_offers_nothing(self):
+        self.inventory.changed(None)
+        self.client.providers["a"] = (2, {})
+        self.assertIs(
+            inventory.NO_INVENTORY, self.capacities.look_now(None, "a")[1]
+        )
 
 
 def _flavor(vcpus, memory_mb, root_gb, ephemeral_gb=0, swap=0, **specs):

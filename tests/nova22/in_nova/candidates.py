@@ -7,6 +7,7 @@ import unittest
 import eventlet
 
 from grant_scheduler import api
+from grant_scheduler.nova import inventory
 from grant_scheduler.nova import placement
 from tests.nova22.in_nova import base
 from tests.nova_shared import candidates
@@ -18,17 +19,19 @@ class TestBuiltRequests(candidates.BuiltRequestsTests, base.GrantsTestBase):
 
 class TestAlternatesUsageReads(unittest.TestCase):
     """``NodeGrants.placement_has_room``: placement's usage of an
-    alternate, read once for the requests that arrived before the read
-    started (monkey-patched, as the scheduler service is)."""
+    alternate, and its inventory where the provider moved since the last
+    sync, read once for the requests that arrived before the read started
+    (monkey-patched, as the scheduler service is)."""
 
     def setUp(self):
         self.reads = []
         self.usage = api.Resources(3, 0, 0)
+        self.capacity = None
 
         def usage(context, node_uuid):
             self.reads.append(node_uuid)
             eventlet.sleep(0.01)
-            return self.usage
+            return self.usage, self.capacity
 
         self.grants = placement.NodeGrants(lambda: None, None, usage=usage)
         self.grants._by_uuid = {
@@ -48,6 +51,19 @@ class TestAlternatesUsageReads(unittest.TestCase):
         self.usage = api.Resources(4, 0, 0)
         self.assertFalse(self.grants.placement_has_room(None, "a", self.one))
         self.assertEqual(["a", "a"], self.reads)
+
+    def test_an_inventory_lowered_since_the_last_sync_decides(self):
+        self.capacity = api.Capacity.of(
+            {"VCPU": api.Inventory(total=4, reserved=1)}
+        )
+        self.assertFalse(self.grants.placement_has_room(None, "a", self.one))
+        self.usage = api.Resources(2, 0, 0)
+        self.assertTrue(self.grants.placement_has_room(None, "a", self.one))
+
+    def test_a_provider_left_without_inventory_has_no_room(self):
+        self.capacity = inventory.NO_INVENTORY
+        self.usage = api.NOTHING
+        self.assertFalse(self.grants.placement_has_room(None, "a", self.one))
 
     def test_a_read_started_since_a_request_arrived_is_shared(self):
         arrived = time.monotonic()
