@@ -152,9 +152,14 @@ unmount_all() {
     MOUNTED=()
 }
 
+clean_up() {
+    unmount_all
+    [ -z "${WHEEL_DIR:-}" ] || rm -rf "$WHEEL_DIR"
+}
+
 mount_system() {
     # bash runs an EXIT trap on a signal only if the signal is trapped too.
-    trap unmount_all EXIT
+    trap clean_up EXIT
     trap 'exit 130' INT
     trap 'exit 143' TERM
     mount_once "$ROOT/proc" -t proc proc
@@ -231,6 +236,15 @@ link_paste_config() {
     ln -sfn /etc "$ROOT/usr/lib/python3/dist-packages/etc"
 }
 
+# Everything cmd_build does is done already (read under the shared lock).
+built() {
+    [ -f "$DEBOOTSTRAP_DONE" ] &&
+        [ "$(cat "$PACKAGES_STAMP" 2>/dev/null)" = "$(package_hash)" ] &&
+        [ -x "$ROOT/usr/sbin/policy-rc.d" ] &&
+        cmp -s /etc/resolv.conf "$ROOT/etc/resolv.conf" &&
+        [ -L "$ROOT/usr/lib/python3/dist-packages/etc" ]
+}
+
 install_packages() {
     local want
     want=$(package_hash)
@@ -267,27 +281,55 @@ cmd_build() {
 # --force-reinstall would reinstall the dependencies too, and with
 # --no-deps nothing would be checked.)  pip stops at the first unmet
 # requirement, so a check run first lists all of them.
-cmd_install() {
-    local host_python=${GRANT_SCHEDULER_NOVA22_HOST_PYTHON:-python3}
-    local wheel_dir start
-    mkdir -p "$ROOT/tmp"
-    wheel_dir=$(mktemp -d "$ROOT/tmp/grant_scheduler-wheel.XXXXXX")
-    start=$(now)
-    "$host_python" -m pip wheel --quiet --no-deps -w "$wheel_dir" "$SRC"
-    log "wheel built in $(elapsed "$start") s"
-    local wheels=("$wheel_dir"/grant_scheduler-*.whl)
-    [ -f "${wheels[0]}" ] || die "no wheel in $wheel_dir"
-    local wheel=/tmp/${wheel_dir##*/}/${wheels[0]##*/}
+WHEEL_DIR=
+WHEEL_HASH=
+INSTALLED_STAMP="$STATE_DIR/installed-wheel.sha256"
 
+# Before the lock: the wheel, and the hash of its contents (each member's
+# name and bytes; a wheel built again from the same tree has the same).
+build_wheel() {
+    local host_python=${GRANT_SCHEDULER_NOVA22_HOST_PYTHON:-python3}
+    local start
+    mkdir -p "$ROOT/tmp"
+    WHEEL_DIR=$(mktemp -d "$ROOT/tmp/grant_scheduler-wheel.XXXXXX")
+    trap clean_up EXIT
+    start=$(now)
+    "$host_python" -m pip wheel --quiet --no-deps -w "$WHEEL_DIR" "$SRC"
+    log "wheel built in $(elapsed "$start") s"
+    local wheels=("$WHEEL_DIR"/grant_scheduler-*.whl)
+    [ -f "${wheels[0]}" ] || die "no wheel in $WHEEL_DIR"
+    WHEEL_HASH=$("$host_python" - "${wheels[0]}" <<'PY'
+import hashlib
+import sys
+import zipfile
+
+digest = hashlib.sha256()
+with zipfile.ZipFile(sys.argv[1]) as wheel:
+    for name in sorted(wheel.namelist()):
+        digest.update(name.encode() + b"\0" + wheel.read(name) + b"\0")
+print(digest.hexdigest())
+PY
+)
+}
+
+installed() {
+    [ -f "$PACKAGES_STAMP" ] &&
+        [ "$(cat "$INSTALLED_STAMP" 2>/dev/null)" = "$WHEEL_HASH" ]
+}
+
+cmd_install() {
+    local wheels=("$WHEEL_DIR"/grant_scheduler-*.whl)
+    local wheel=/tmp/${WHEEL_DIR##*/}/${wheels[0]##*/} start
     mount_system
     start=$(now)
     local rc=0
+    rm -f "$INSTALLED_STAMP"
     in_root python3 -c "$CHECK_REQUIREMENTS" "$wheel" &&
         in_root python3 -m pip uninstall --quiet --yes grant_scheduler &&
         in_root python3 -m pip install --no-index --no-cache-dir \
             --disable-pip-version-check "$wheel" || rc=$?
-    rm -rf "$wheel_dir"
     [ "$rc" = 0 ] || die "the wheel does not install on Debian's packages (see above)"
+    echo "$WHEEL_HASH" >"$INSTALLED_STAMP"
     log "installed in the root in $(elapsed "$start") s"
 }
 
@@ -375,19 +417,38 @@ if [ -z "${_GRANT_SCHEDULER_NOVA22_NS:-}" ]; then
 fi
 
 # Builds and installs change the root: one at a time, and never while a
-# command runs in it.  Commands may share it.
+# command runs in it.  Commands may share it.  A build or install with
+# nothing to do says so under the shared lock, so that environments run
+# side by side do not wait for each other's commands to end.
 mkdir -p "$(dirname "$ROOT")"
+[ "$command" != install ] || build_wheel
 exec 9>"$LOCK"
-if [ "$command" = run ]; then
-    flock --shared 9
-else
-    flock 9
-fi
+flock --shared 9
+case "$command" in
+    build)
+        if built; then
+            log "root up to date (${#PACKAGES[@]} packages listed)"
+            exit 0
+        fi
+        ;;
+    install)
+        [ -f "$PACKAGES_STAMP" ] || die "build the root first: $0 build"
+        if installed; then
+            log "this wheel is installed in the root already"
+            exit 0
+        fi
+        ;;
+esac
+# (Not atomic: the shared lock is dropped first; the steps check again.)
+[ "$command" = run ] || flock 9
 
 case "$command" in
     build) cmd_build ;;
     install)
-        [ -f "$PACKAGES_STAMP" ] || die "build the root first: $0 build"
+        if installed; then
+            log "this wheel is installed in the root already"
+            exit 0
+        fi
         cmd_install
         ;;
     run)
