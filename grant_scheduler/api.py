@@ -359,24 +359,26 @@ class GrantScheduler:
             request_id=validate.name("request_id", request_id, optional=True),
         )
 
+    @_edge
     def claim_instance(
         self, instance_uuid, host, node, resources_of, request_id=None
     ):
         """Claim an arriving instance as every compute-side path does: by
         its grant when it holds one there (the grant's amount, which is
         what the scheduler promised), else by re-checking the node with
-        ``resources_of()``, called only then.
+        ``resources_of()``, called only then; one transaction either way.
 
         :returns: a ``storage.ClaimOutcome``.
         :raises ClaimRejected: no grant, and it does not fit.
         :raises UnknownHost: the node never reported.
         """
-        try:
-            return self.claim(instance_uuid, host, node)
-        except exception.ClaimRejected:
-            pass  # no grant of its own: re-check with its amount
-        return self.claim(
-            instance_uuid, host, node, resources_of(), request_id=request_id
+        return self._claims.claim(
+            validate.instance_uuid(instance_uuid),
+            *self._node(host, node),
+            request_id=validate.name("request_id", request_id, optional=True),
+            resources_of=lambda: validate.resources_object(
+                resources_of(), "resources"
+            ),
         )
 
     @_edge

@@ -46,7 +46,13 @@ class ClaimAgent:
             )
 
     def claim(
-        self, instance_uuid, host, node, resources=None, request_id=None
+        self,
+        instance_uuid,
+        host,
+        node,
+        resources=None,
+        request_id=None,
+        resources_of=None,
     ):
         """Count ``instance_uuid`` in the node's usage.
 
@@ -59,7 +65,12 @@ class ClaimAgent:
             self.hooks.fire("claim_locked", instance_uuid=instance_uuid)
             outcome = self.store.claim(
                 storage.Build(
-                    instance_uuid, host, node, resources, request_id
+                    instance_uuid,
+                    host,
+                    node,
+                    resources,
+                    request_id,
+                    resources_of,
                 ),
                 before_commit=lambda: self.hooks.fire(
                     "claim_written", instance_uuid=instance_uuid

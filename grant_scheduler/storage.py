@@ -60,6 +60,26 @@ class Build:
     request_id: str = None
     """Its request: a grant written without an instance uuid is taken only
     within the same request."""
+    resources_of: object = None
+    """With ``resources`` None: ``f()`` giving its ``Resources``, asked
+    only when it holds no grant on the node (a Nova compute's claim, whose
+    amount costs a query of Nova's records), and at most once per claim
+    (``asked_once``)."""
+
+
+def asked_once(f):
+    """``f`` (or None), called at most once: later calls answer the
+    first call's result (a claim's transaction may be retried)."""
+    if f is None:
+        return None
+    found = []
+
+    def once():
+        if not found:
+            found.append(f())
+        return found[0]
+
+    return once
 
 
 @dataclasses.dataclass(frozen=True)
@@ -260,6 +280,9 @@ class Store(abc.ABC):
         (``how`` is ``grant``); otherwise (no grant, or another amount)
         the claim takes its place only if the node fits the claimed amount
         with the grant's own amount taken out (``how`` is ``recheck``).
+        Without a grant and without ``build.resources``, the amount is
+        ``build.resources_of()``, asked then only.  One transaction,
+        whatever the path.
         The node's last-grant mark moves forward to a consumed grant, and
         every other live grant of the instance, on any node, is withdrawn.
 

@@ -524,9 +524,10 @@ class MemoryStore(storage.Store):
         )
 
     def claim(self, build, before_commit=None):
+        amount_of = storage.asked_once(build.resources_of)
         for _ in range(REPEATED_CLAIM_TRIES):
             try:
-                return self._claim_once(build, before_commit)
+                return self._claim_once(build, amount_of, before_commit)
             except (_Duplicate, _AlreadyClaimed):
                 outcome = self._existing(
                     build.instance_uuid, build.host, build.node
@@ -540,7 +541,7 @@ class MemoryStore(storage.Store):
             reason="its claim there kept appearing and disappearing",
         )
 
-    def _claim_once(self, build, before_commit):
+    def _claim_once(self, build, amount_of, before_commit):
         uuid, resources = build.instance_uuid, build.resources
         with self._transaction():
             host_id = self._named(build.host, build.node)
@@ -562,6 +563,8 @@ class MemoryStore(storage.Store):
                         and g.resources == resources
                     ),
                 )
+            if grant is None and resources is None and amount_of is not None:
+                resources = amount_of()
             held = NOTHING if grant is None else grant.resources
             amount = resources if resources is not None else held
             if grant is None and resources is None:

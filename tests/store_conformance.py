@@ -109,6 +109,21 @@ def build(uuid, node="cmp1", resources=None, request=None):
     return storage.Build(uuid, node, node, resources, request)
 
 
+def asking(run, uuid, amount, node="cmp1"):
+    """A claim that trusts its grant and gives ``amount`` only when asked
+    (a Nova compute's), recording how often it was asked."""
+    asked = []
+
+    def resources_of():
+        asked.append(uuid)
+        return amount
+
+    run.call(
+        "claim", storage.Build(uuid, node, node, resources_of=resources_of)
+    )
+    run.note("asked", len(asked))
+
+
 class Run:
     """One store and what its scenario saw, normalised."""
 
@@ -483,6 +498,13 @@ def claims(run):
     run.call("grant", [a], ask(uuid=None, request="req-9"), [])
     run.call("claim", build(U[8], resources=SLOT, request="req-8"))
     run.call("claim", build(U[9], resources=SLOT, request="req-9"))
+    # Its amount asked only without a grant of its own, once.
+    c = report(run, "cmp3", TWO_SLOTS + TWO_SLOTS)
+    run.call("grant", [c], ask(uuid=U[10]), [])
+    asking(run, U[10], TWO_SLOTS, "cmp3")
+    asking(run, U[11], SLOT, "cmp3")
+    asking(run, U[12], TWO_SLOTS + TWO_SLOTS, "cmp3")
+    asking(run, U[11], TWO_SLOTS, "cmp3")
     run.call("claim_rows")
     run.call("claim_rows", host="cmp2")
     run.call("host_reports")

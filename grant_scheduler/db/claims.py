@@ -119,23 +119,26 @@ def _others_live(instance_uuid):
 
 
 def _consume_own_grant(conn, db, host_id, instance_uuid, resources):
-    """Consume the instance's oldest live grant of exactly ``resources`` on
-    the node, by one ``UPDATE`` of that one row: ``(ticket, created_at)``,
-    or None.
+    """Consume the instance's oldest live grant on the node (of exactly
+    ``resources``, when given), by one ``UPDATE`` of that one row:
+    ``(ticket, created_at, amount)``, or None.
 
     The row is named by its id, chosen in the statement itself: duplicate
     grants of the instance match the same condition, and a claim consumes
-    exactly one grant.
+    exactly one grant.  PostgreSQL returns what the claim needs with the
+    ``UPDATE``; MySQL hands back the ticket in the statement's OK packet,
+    and reads the grant's amount (when not given) by it; SQLite reads both.
     """
-    own = sa.and_(
+    own = [
         GRANTS.c.host_id == host_id,
         GRANTS.c.instance_uuid == instance_uuid,
         GRANTS.c.state == decision.GRANT_WON,
-        GRANTS.c.resources == rows.encode(resources),
-    )
+    ]
+    if resources is not None:
+        own.append(GRANTS.c.resources == rows.encode(resources))
     oldest = (
         sa_compat.select(GRANTS.c.id)
-        .where(own)
+        .where(sa.and_(*own))
         .order_by(GRANTS.c.ticket)
         .limit(1)
     )
@@ -161,9 +164,13 @@ def _consume_own_grant(conn, db, host_id, instance_uuid, resources):
     )
     if dialect == "postgresql":
         row = conn.execute(
-            statement.returning(GRANTS.c.ticket, GRANTS.c.created_at)
+            statement.returning(
+                GRANTS.c.ticket, GRANTS.c.created_at, GRANTS.c.resources
+            )
         ).first()
-        return None if row is None else (row[0], row[1])
+        if row is None:
+            return None
+        return row[0], row[1], rows.amount(row)
     result = conn.execute(statement)
     if result.rowcount == 0:
         return None
@@ -171,61 +178,81 @@ def _consume_own_grant(conn, db, host_id, instance_uuid, resources):
         raise rows.retry_request()
     if dialect == "mysql":
         ticket = sa_compat.lastrowid(result)
-    else:
-        ticket = conn.execute(
-            sa_compat.select(sa.func.max(GRANTS.c.ticket)).where(
-                sa.and_(
-                    GRANTS.c.host_id == host_id,
-                    GRANTS.c.instance_uuid == instance_uuid,
-                    GRANTS.c.state == decision.GRANT_CONSUMED,
+        if resources is not None:
+            created_at = sa_compat.scalar_subquery(
+                sa_compat.select(GRANTS.c.created_at).where(
+                    sa.and_(
+                        GRANTS.c.host_id == host_id, GRANTS.c.ticket == ticket
+                    )
                 )
             )
-        ).scalar()
-    created_at = sa_compat.scalar_subquery(
-        sa_compat.select(GRANTS.c.created_at).where(
-            sa.and_(GRANTS.c.host_id == host_id, GRANTS.c.ticket == ticket)
+            return ticket, created_at, resources
+        found = conn.execute(
+            sa_compat.select(GRANTS.c.created_at, GRANTS.c.resources).where(
+                sa.and_(GRANTS.c.host_id == host_id, GRANTS.c.ticket == ticket)
+            )
+        ).first()
+        return ticket, found.created_at, rows.amount(found)
+    found = conn.execute(
+        sa_compat.select(
+            GRANTS.c.ticket, GRANTS.c.created_at, GRANTS.c.resources
         )
-    )
-    return ticket, created_at
+        .where(
+            sa.and_(
+                GRANTS.c.host_id == host_id,
+                GRANTS.c.instance_uuid == instance_uuid,
+                GRANTS.c.state == decision.GRANT_CONSUMED,
+            )
+        )
+        .order_by(GRANTS.c.ticket.desc())
+        .limit(1)
+    ).first()
+    return found.ticket, found.created_at, rows.amount(found)
 
 
-@db_api.writer
-def claim_by_own_grant(db, conn, host_id, build, before_commit=None):
-    """The common case in three statements, for a node whose id is known:
-    consume the instance's grant, move it into usage, write the claim.
+def _by_own_grant(conn, db, host_id, build, before_commit):
+    """The common claim, for a node whose id is known: consume the
+    instance's grant (of ``build.resources``, or of any amount when the
+    claim trusts its grant), move it into usage, write the claim; None,
+    nothing written, when the instance has no such grant there.
 
-    The node's row moves only when the instance has no other live grant
-    left: a duplicate (rescheduled, or a retried request) sends the claim
-    to ``claim``, which withdraws it in the same transaction.
-
-    :returns: a ``ClaimOutcome``, or None (nothing written) when the
-        instance has no live grant of exactly ``resources`` there.
-    :raises TakeGeneralPath: the instance has other live grants.
+    The node's row moves in the same ``UPDATE`` that checks the instance
+    has no other live grant; when it has (a reschedule's, a retried
+    request's), the row is locked again without that condition and the
+    others are withdrawn with the claim.
     """
-    instance_uuid, resources = build.instance_uuid, build.resources
-    consumed = _consume_own_grant(conn, db, host_id, instance_uuid, resources)
+    instance_uuid = build.instance_uuid
+    consumed = _consume_own_grant(
+        conn, db, host_id, instance_uuid, build.resources
+    )
     if consumed is None:
         return None
-    ticket, created_at = consumed
+    ticket, created_at, amount = consumed
+    node = HOSTS.update().values(
+        updated_at=db.now(), **_advance_mark(ticket, created_at)
+    )
     moved = conn.execute(
-        HOSTS.update()
-        .where(
+        node.where(
             sa.and_(
                 HOSTS.c.id == host_id,
                 ~sa.exists().where(_others_live(instance_uuid)),
             )
         )
-        .values(updated_at=db.now(), **_advance_mark(ticket, created_at))
     )
-    if moved.rowcount != 1:
-        raise TakeGeneralPath()
-    rows.move(conn, host_id, used=resources, granted=-resources)
+    others = moved.rowcount != 1
+    if others:
+        locked = conn.execute(node.where(HOSTS.c.id == host_id))
+        if locked.rowcount != 1:
+            raise rows.retry_request()
+    rows.move(conn, host_id, used=amount, granted=-amount)
+    if others:
+        grants.withdraw_live(conn, db, instance_uuid)
     return _write_claim(
         conn,
         db,
         host_id,
         instance_uuid,
-        resources,
+        amount,
         ticket,
         storage.CLAIM_BY_GRANT,
         before_commit,
@@ -286,25 +313,42 @@ def _existing(conn, instance_uuid, host, node):
 
 
 @db_api.writer
-def claim(db, conn, build, before_commit=None):
-    """Count an instance in its node's usage, consuming its grant.
+def claim(db, conn, build, host_id=None, amount_of=None, before_commit=None):
+    """Count an instance in its node's usage, consuming its grant, in one
+    transaction.
 
-    A live grant is consumed whether or not it has expired: until the
-    reaper deletes it, its amount is still in the node's ``granted_*``, so
-    moving it into usage is exact.  A grant whose amount differs from
-    ``resources`` (the build asks for something else) is replaced: the
-    claim re-checks with ``resources`` in place of the grant's amount.
+    Where the node's id is known (``host_id``), the instance's own grant
+    is consumed first (``_by_own_grant``); that is the whole claim in the
+    common case.  Otherwise, or when the instance has no such grant
+    there, the general claim follows in the same transaction: a live
+    grant is consumed whether or not it has expired (until the reaper
+    deletes it, its amount is still in the node's ``granted_*``, so moving
+    it into usage is exact); a grant whose amount differs from
+    ``build.resources`` (the build asks for something else) is replaced:
+    the claim re-checks with ``resources`` in place of the grant's amount.
+    Without a grant and without ``build.resources``, ``amount_of()``
+    gives the amount to re-check with.
 
+    :param amount_of: ``f()`` giving the instance's ``Resources``, called
+        at most once per call of this function and only when the instance
+        has no grant there (``Build.resources_of``, remembered across the
+        transaction's retries by the caller).
     :raises UnknownHost: no row for ``host``/``node``.
     :raises ClaimRejected: no grant and the instance does not fit.
     :raises DBDuplicateEntry: the instance is claimed there already (the
         caller answers with ``existing``).
     """
+    if host_id is not None:
+        outcome = _by_own_grant(conn, db, host_id, build, before_commit)
+        if outcome is not None:
+            return outcome
     instance_uuid, host, node = build.instance_uuid, build.host, build.node
     resources, request_id = build.resources, build.request_id
     host_id, grant = _find_grant(
         conn, instance_uuid, host, node, resources, request_id
     )
+    if grant is None and resources is None and amount_of is not None:
+        resources = amount_of()
     held = NOTHING if grant is None else rows.amount(grant, "grant_resources")
     amount = resources if resources is not None else held
     if grant is None and resources is None:
@@ -375,12 +419,6 @@ def _reject(conn, instance_uuid, host, node, reason):
 
 class AlreadyClaimed(Exception):
     """The claim is a repeat; the caller reads the first one."""
-
-
-class TakeGeneralPath(Exception):
-    """The three-statement claim found more to do (the node is gone, or
-    the instance has other live grants); nothing of it is committed, and
-    the caller runs ``claim``."""
 
 
 @db_api.writer

@@ -72,9 +72,10 @@ class Store(storage.Store):
         the claim starts again and ends as a claim of its own,
         ``UnknownHost`` or ``ClaimRejected``."""
         node = (build.host, build.node)
+        amount_of = storage.asked_once(build.resources_of)
         for _ in range(REPEATED_CLAIM_TRIES):
             try:
-                return self._claim_once(node, build, before_commit)
+                return self._claim_once(node, build, amount_of, before_commit)
             except (db_exc.DBDuplicateEntry, claims.AlreadyClaimed):
                 outcome = claims.existing(self.db, build.instance_uuid, *node)
                 if outcome is not None:
@@ -87,18 +88,14 @@ class Store(storage.Store):
             "(the node is being deleted and reported again)",
         )
 
-    def _claim_once(self, node, build, before_commit):
-        host_id = self._node_ids.get(node)
-        outcome = None
-        if host_id is not None and build.resources is not None:
-            try:
-                outcome = claims.claim_by_own_grant(
-                    self.db, host_id, build, before_commit
-                )
-            except claims.TakeGeneralPath:
-                outcome = None
-        if outcome is None:
-            outcome = claims.claim(self.db, build, before_commit)
+    def _claim_once(self, node, build, amount_of, before_commit):
+        outcome = claims.claim(
+            self.db,
+            build,
+            host_id=self._node_ids.get(node),
+            amount_of=amount_of,
+            before_commit=before_commit,
+        )
         self._node_ids[node] = outcome.host_id
         return outcome
 

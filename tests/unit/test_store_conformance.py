@@ -84,6 +84,15 @@ class OverReleases(memory_store.MemoryStore):
         return released
 
 
+class AsksEveryTime(memory_store.MemoryStore):
+    """Drifted: a claim that trusts its grant asks its amount anyway."""
+
+    def claim(self, build, before_commit=None):
+        if build.resources_of is not None:
+            build.resources_of()
+        return super().claim(build, before_commit)
+
+
 class TestDrift(SQLite, base.TestCase):
     """The conformance scenarios catch a memory store that drifts."""
 
@@ -113,3 +122,6 @@ class TestDrift(SQLite, base.TestCase):
 
     def test_a_release_of_too_much(self):
         self.assert_caught("claims", OverReleases)
+
+    def test_an_amount_asked_where_the_grant_decides(self):
+        self.assert_caught("claims", AsksEveryTime)

@@ -25,7 +25,7 @@ WRITERS = {
         "reap_orphaned",
         "reap_orphaned_claims",
     ],
-    claims: ["claim", "claim_by_own_grant", "release", "correct"],
+    claims: ["claim", "release", "correct"],
 }
 READERS = {
     hosts: ["read", "state", "granted_by_node", "reports", "orphan_claims"],
