@@ -41,8 +41,10 @@
 # upper-constraints, tools/release-pins.py) as constraints, so the
 # release runs on its own libraries, not the root's Victoria stack.  The
 # pins that do not install on Python 3.9 are replaced by the nearest
-# version that does (SUBSTITUTES below, each with its reason); the test
-# tooling the pins files leave out (fixtures, testtools, testscenarios,
+# version that does (SUBSTITUTES below, each with its reason).  Of the
+# test and build tooling the pins files leave out, what Nova's libraries
+# import at run time is pinned at the release's upper-constraints
+# (RUNTIME_TOOLING), the rest (fixtures, testtools, testscenarios,
 # testresources, extras) is the newest that the pins allow, as in
 # tools/release-venvs.sh.  The fixes the installed Nova needs on Python
 # 3.9 are made by tools/nova_releases_fix.py in the venv's copy of Nova,
@@ -88,6 +90,26 @@ TEST_LIBS=(
 declare -A PLACEMENT=(
     [18]="" [19]="openstack-placement==1.1.0"
     [20]="openstack-placement==2.0.1" [21]="openstack-placement==3.0.1"
+)
+
+# What the pins files leave out as test and build tooling
+# (tools/release-pins.py's TOOLING) but Nova's own libraries import at run
+# time, at the release's upper-constraints (at the commit its pins file
+# names): kombu 4.6 reads entry points through importlib-metadata (whose
+# 5.0 dropped the API it uses), which needs zipp; jsonschema 3 needs
+# attrs; deprecation (openstacksdk's) needs packaging.  Newest, these
+# break the release (kombu: "'EntryPoints' object has no attribute
+# 'get'").  The tooling that only the tests use (fixtures, testtools, ...)
+# stays the newest, as in tools/release-venvs.sh.  One substitution:
+# Train's importlib-metadata 0.20 fails on import on Python 3.8 and later
+# ("AttributeError: 'str' object has no attribute 'name'", from the
+# standard library's finder it calls the old way); 0.21 is the nearest
+# that works (tried in the root).
+declare -A RUNTIME_TOOLING=(
+    [18]="attrs===18.1.0 packaging===17.1"
+    [19]="attrs===19.1.0 packaging===19.0"
+    [20]="attrs===19.1.0 importlib-metadata===0.21 packaging===19.1 zipp===0.6.0"
+    [21]="attrs===19.3.0 importlib-metadata===1.6.0 packaging===20.3 zipp===3.1.0"
 )
 
 # Pins that do not install on Python 3.9, and the nearest version that
@@ -137,7 +159,8 @@ in_root() { bash "$ROOT_TOOL" run "$@"; }
 
 pins_of() { echo "tools/pins/$1-${NAME[$1]}.txt"; }
 
-# The release's pins with its substitutions: pip's constraints.
+# The release's pins with its substitutions and its RUNTIME_TOOLING:
+# pip's constraints.
 constraints_of() {
     local r=$1 key name sed=(-e '') extra=()
     for key in "${!SUBSTITUTES[@]}"; do
@@ -153,10 +176,16 @@ constraints_of() {
         echo "# Substituted by tools/nova-releases.sh (SUBSTITUTES):"
         printf '%s\n' "${extra[@]}" | sort
     fi
+    echo "# Left out of the pins as tooling (RUNTIME_TOOLING):"
+    for key in ${RUNTIME_TOOLING[$r]}; do
+        ! grep -qix "${key%%===*}===.*" "$SRC/$(pins_of "$r")" ||
+            die "RUNTIME_TOOLING pins ${key%%===*}, which $(pins_of "$r") pins"
+        echo "$key"
+    done
 }
 
-# What a venv is made of: its release, its constraints (the pins file and
-# the substitutions), what else it installs, the fixes, the steps that
+# What a venv is made of: its release, its constraints (the pins file,
+# the substitutions and RUNTIME_TOOLING), what else it installs, the fixes, the steps that
 # build it, and the root's package set.
 stamp_of() {
     local r=$1
