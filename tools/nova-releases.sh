@@ -244,7 +244,8 @@ build_one() {
         pip="$venv/bin/python -m pip --quiet --disable-pip-version-check --no-cache-dir"
         c="$venv/constraints.txt"
         # Nova first, alone, to read what it requires; then all of that
-        # and the test libraries in one resolution, every one pinned.
+        # and the test libraries in one resolution, each at its pin
+        # where the constraints name it.
         $pip install --no-deps -c "$c" "$nova"
         reqs=$("$venv/bin/python" -c "$requires" nova)
         # shellcheck disable=SC2086 # one requirement a line
