@@ -564,6 +564,11 @@ class MemoryStore(storage.Store):
                     ),
                 )
             if grant is None and resources is None and amount_of is not None:
+                # The database store asks it after a first transaction
+                # that found no grant, and a repeated claim there: the
+                # first claim, nothing asked.
+                if self._existing(uuid, build.host, build.node) is not None:
+                    raise _AlreadyClaimed()
                 resources = amount_of()
             held = NOTHING if grant is None else grant.resources
             amount = resources if resources is not None else held

@@ -313,9 +313,8 @@ def _existing(conn, instance_uuid, host, node):
 
 
 @db_api.writer
-def claim(db, conn, build, host_id=None, amount_of=None, before_commit=None):
-    """Count an instance in its node's usage, consuming its grant, in one
-    transaction.
+def claim(db, conn, build, host_id=None, before_commit=None):
+    """Count an instance in its node's usage, consuming its grant.
 
     Where the node's id is known (``host_id``), the instance's own grant
     is consumed first (``_by_own_grant``); that is the whole claim in the
@@ -326,15 +325,10 @@ def claim(db, conn, build, host_id=None, amount_of=None, before_commit=None):
     it into usage is exact); a grant whose amount differs from
     ``build.resources`` (the build asks for something else) is replaced:
     the claim re-checks with ``resources`` in place of the grant's amount.
-    Without a grant and without ``build.resources``, ``amount_of()``
-    gives the amount to re-check with.
 
-    :param amount_of: ``f()`` giving the instance's ``Resources``, called
-        at most once per call of this function and only when the instance
-        has no grant there (``Build.resources_of``, remembered across the
-        transaction's retries by the caller).
     :raises UnknownHost: no row for ``host``/``node``.
-    :raises ClaimRejected: no grant and the instance does not fit.
+    :raises ClaimRejected: no grant and the instance does not fit (or no
+        grant and no resources to re-check with).
     :raises DBDuplicateEntry: the instance is claimed there already (the
         caller answers with ``existing``).
     """
@@ -347,8 +341,6 @@ def claim(db, conn, build, host_id=None, amount_of=None, before_commit=None):
     host_id, grant = _find_grant(
         conn, instance_uuid, host, node, resources, request_id
     )
-    if grant is None and resources is None and amount_of is not None:
-        resources = amount_of()
     held = NOTHING if grant is None else rows.amount(grant, "grant_resources")
     amount = resources if resources is not None else held
     if grant is None and resources is None:

@@ -8,6 +8,8 @@ passes the ``Database`` and turns a repeated claim into the first claim's
 outcome.
 """
 
+import dataclasses
+
 from oslo_db import exception as db_exc
 
 from grant_scheduler import exception
@@ -89,13 +91,22 @@ class Store(storage.Store):
         )
 
     def _claim_once(self, node, build, amount_of, before_commit):
-        outcome = claims.claim(
-            self.db,
-            build,
-            host_id=self._node_ids.get(node),
-            amount_of=amount_of,
-            before_commit=before_commit,
-        )
+        host_id = self._node_ids.get(node)
+        try:
+            outcome = claims.claim(
+                self.db, build, host_id=host_id, before_commit=before_commit
+            )
+        except exception.ClaimRejected:
+            if build.resources is not None or amount_of is None:
+                raise
+            # NOTE: no grant of its own: its amount is asked now, outside
+            # any transaction (it may read the books, or Nova's), and the
+            # node re-checked with it.
+            outcome = claims.claim(
+                self.db,
+                dataclasses.replace(build, resources=amount_of()),
+                before_commit=before_commit,
+            )
         self._node_ids[node] = outcome.host_id
         return outcome
 

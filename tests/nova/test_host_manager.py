@@ -63,9 +63,9 @@ class TestUpdate(InstanceInfoTestCase, base.TestCase):
         server = self.schedule()
         with mock.patch.object(
             api.GrantScheduler,
-            "claim",
+            "claim_instance",
             autospec=True,
-            side_effect=api.GrantScheduler.claim,
+            side_effect=api.GrantScheduler.claim_instance,
         ) as claim:
             self.spawned(server)
             self.spawned(server)
@@ -111,7 +111,7 @@ class TestUpdate(InstanceInfoTestCase, base.TestCase):
         server = self.schedule()
         with mock.patch.object(
             api.GrantScheduler,
-            "claim",
+            "claim_instance",
             side_effect=exception.DatabaseUnavailable(url="db", reason="gone"),
         ):
             self.spawned(server)
