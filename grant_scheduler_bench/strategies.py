@@ -59,7 +59,7 @@ class GrantsScheduler(_Side):
 
 
 class ClaimingCompute(_Side):
-    """Claims as Nova's compute side does (``nova/claims.py``): by the
+    """Claims as Nova's compute side does (``nova/books/claims.py``): by the
     instance's grant when it holds one there, else by re-checking the node
     with the instance's amount."""
 

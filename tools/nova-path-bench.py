@@ -109,15 +109,31 @@ PARTS = (
         "nova/scheduler/client/report.py",
         "claim_resources",
     ),
-    ("grant_scheduler: view", "grant_scheduler/nova/placement.py", "known"),
+    (
+        "grant_scheduler: view",
+        "grant_scheduler/nova/scheduler/filter_scheduler.py",
+        "known",
+    ),
     (
         "grant_scheduler: registry",
-        "grant_scheduler/nova/registry.py",
+        "grant_scheduler/nova/books/registry.py",
         "register_unknown",
     ),
-    ("grant_scheduler: grant", "grant_scheduler/nova/placement.py", "grant"),
-    ("compute step (claim)", "grant_scheduler/nova/claims.py", "claim"),
+    (
+        "grant_scheduler: grant",
+        "grant_scheduler/nova/scheduler/filter_scheduler.py",
+        "grant",
+    ),
+    ("compute step (claim)", "grant_scheduler/nova/books/claims.py", "claim"),
 )
+
+
+def _is_file(filename, suffix):
+    """Nova's ``nova/...`` is not grant_scheduler's ``.../nova/...``."""
+    if not filename.endswith(suffix):
+        return False
+    ours = "grant_scheduler/" in filename
+    return ours == suffix.startswith("grant_scheduler/")
 
 
 def profile_parts(paths, boots):
@@ -130,7 +146,7 @@ def profile_parts(paths, boots):
         seconds = sum(
             entry[3]
             for (filename, _, function), entry in stats.stats.items()
-            if filename.endswith(suffix) and function == name
+            if _is_file(filename, suffix) and function == name
         )
         parts.append((part, seconds * 1000 / max(boots, 1)))
     return parts

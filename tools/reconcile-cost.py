@@ -28,7 +28,7 @@ from nova import objects
 from oslo_serialization import jsonutils
 
 from grant_scheduler import api
-from grant_scheduler.nova import reconcile
+from grant_scheduler.nova.books import reconcile
 
 # NOTE: the Nova 22 tests' database set-up, from this checkout.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

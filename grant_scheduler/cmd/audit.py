@@ -66,7 +66,7 @@ def _placement_allocations():
     provider from placement (Nova 17-22: dedicated CPUs may be PCPU or
     VCPU, and placement's allocation says which), or None."""
     from grant_scheduler.nova import compat
-    from grant_scheduler.nova import inventory
+    from grant_scheduler.nova.books import inventory
 
     if not compat.claims_in_placement():
         return None
@@ -100,8 +100,8 @@ def main(argv=None):
     except ImportError:
         print("grant-scheduler-audit: Nova is not installed here")
         return 2
-    from grant_scheduler.nova import reconcile
     from grant_scheduler.nova import service
+    from grant_scheduler.nova.books import reconcile
 
     argv = ["grant-scheduler-audit"]
     for path in args.config_file:

@@ -19,7 +19,7 @@ Otherwise (13-16, and older conductors), per request: Nova's HostStates,
 less the live grants of this process's cached view
 (``GrantScheduler.view``: one read of the rows changed since the last
 request), are filtered and weighed by Nova's own host manager
-(``nova_view.NovaRanker``); the chosen host is then granted through the
+(``nova_ranker.NovaRanker``); the chosen host is then granted through the
 protocol (``GrantScheduler.schedule_request``), falling over to the next
 one when the grant does not fit.  Without Nova importable, the
 scheduler's own view and ranking do the same job over grant_scheduler's
@@ -41,9 +41,9 @@ from oslo_service import periodic_task
 from grant_scheduler import api
 from grant_scheduler.nova import compat
 from grant_scheduler.nova import outage as outage_module
-from grant_scheduler.nova import registry
 from grant_scheduler.nova import service
-from grant_scheduler.nova import view as nova_view
+from grant_scheduler.nova.books import registry
+from grant_scheduler.nova.scheduler import ranker as nova_ranker
 
 LOG = logging.getLogger(__name__)
 
@@ -91,6 +91,10 @@ class StandaloneHostManager:
             LOG.debug("host_manager.%s ignored: Nova is not loaded", name)
 
         return call
+
+    def rejected_by(self, spec_obj):
+        """No filter of Nova's runs without Nova."""
+        return None
 
     def __getattr__(self, name):
         if name in MANAGER_CALLS:
@@ -155,7 +159,7 @@ class GrantSchedulerDriver:
     # it runs Nova's request filters and asks placement for allocation
     # candidates before calling the driver.  On Nova 17-22 the driver
     # claims the chosen candidate as Nova's FilterScheduler does
-    # (``placement.GrantingFilterScheduler``); on 18-22 it finds the
+    # (``filter_scheduler.GrantingFilterScheduler``); on 18-22 it finds the
     # candidates itself (``candidates``), so the manager is told False.
     # Setting it False, as Nova's own tests do to stand for a driver that
     # does not use placement, turns the driver's placement claims off.
@@ -191,9 +195,7 @@ class GrantSchedulerDriver:
         self._asks_itself = False
         self._candidates = None
         if self._claims_in_placement:
-            from grant_scheduler.nova import candidates
-
-            self._asks_itself = candidates.driver_asks()
+            self._asks_itself = compat.asks_candidates_itself()
         self._capacities = None
         self._outage = None
         self._consumed = None
@@ -207,7 +209,7 @@ class GrantSchedulerDriver:
         whatever this driver claims, else Nova's compute node records."""
         if self._capacities is None:
             if compat.claims_in_placement():
-                from grant_scheduler.nova import inventory
+                from grant_scheduler.nova.books import inventory
 
                 self._capacities = registry.PlacementCapacities(
                     inventory.PlacementInventory(
@@ -232,7 +234,7 @@ class GrantSchedulerDriver:
             if not compat.have_nova():
                 self._host_manager = StandaloneHostManager()
             else:
-                from grant_scheduler.nova import host_manager
+                from grant_scheduler.nova.scheduler import host_manager
 
                 self._warn_without_instance_info()
                 self._host_manager = host_manager.GrantsHostManager(
@@ -248,7 +250,7 @@ class GrantSchedulerDriver:
         self._host_manager = value
 
     def _warn_without_instance_info(self):
-        tracked = nova_view.nova_option(
+        tracked = compat.nova_option(
             self._lazy.conf, "track_instance_changes", True
         )
         if not tracked:
@@ -300,7 +302,7 @@ class GrantSchedulerDriver:
 
     def _follower_loop(self):
         if self._follower is None:
-            from grant_scheduler.nova import follow
+            from grant_scheduler.nova.books import follow
 
             self._follower = follow.Follower(
                 self,
@@ -319,7 +321,7 @@ class GrantSchedulerDriver:
     def reconcile_claims(self, context):
         """Make the claims what Nova's records say each node runs."""
         if compat.have_nova():
-            from grant_scheduler.nova import reconcile
+            from grant_scheduler.nova.books import reconcile
 
             reconcile.Reconciler(
                 self._lazy.get, allocations=self.allocations
@@ -328,7 +330,7 @@ class GrantSchedulerDriver:
     def _catch_up(self):
         """After an outage of the database: the books made what Nova's
         records say each node runs (raises while it is still down)."""
-        from grant_scheduler.nova import reconcile
+        from grant_scheduler.nova.books import reconcile
 
         reconcile.Reconciler(
             self._lazy.get, allocations=self.allocations
@@ -351,7 +353,7 @@ class GrantSchedulerDriver:
         return self._outage
 
     def _grant_follower(self):
-        from grant_scheduler.nova import follow
+        from grant_scheduler.nova.books import follow
 
         return follow.GrantFollower(self._lazy.get, self.allocations)
 
@@ -360,12 +362,12 @@ class GrantSchedulerDriver:
         """Nova's FilterScheduler claiming through grants (17-22; built in
         the worker, on first use)."""
         if self._filter_scheduler is None:
-            from grant_scheduler.nova import placement
-            from grant_scheduler.nova import reconcile
+            from grant_scheduler.nova.books import reconcile
+            from grant_scheduler.nova.scheduler import filter_scheduler
 
-            self._filter_scheduler = placement.GrantingFilterScheduler(
+            self._filter_scheduler = filter_scheduler.GrantingFilterScheduler(
                 self.host_manager,
-                placement.NodeGrants(
+                filter_scheduler.NodeGrants(
                     self._lazy.get,
                     self._grant_follower(),
                     self.registry.refresh,
@@ -413,7 +415,7 @@ class GrantSchedulerDriver:
             return self._select_with_placement(context, spec_obj, call)
         alternates = 0
         if call["answer"] == SELECTIONS and call["return_alternates"]:
-            max_attempts = nova_view.nova_option(
+            max_attempts = compat.nova_option(
                 self._lazy.conf, "max_attempts", DEFAULT_MAX_ATTEMPTS
             )
             alternates = max(0, max_attempts - 1)
@@ -442,19 +444,18 @@ class GrantSchedulerDriver:
         try:
             selections = gs.schedule_request(request, view=request_view)
         except api.NoValidHost as exc:
-            rejected_by = getattr(ranker, "rejected_by", None)
-            if rejected_by:
-                raise compat.no_valid_host(
-                    "There are not enough hosts available: %s rejected "
-                    "every host that had room." % rejected_by
-                ) from exc
-            raise compat.no_valid_host(str(exc)) from exc
+            rejected_by = self.host_manager.rejected_by(spec_obj)
+            if rejected_by is None:
+                raise compat.no_valid_host(str(exc)) from exc
+            raise compat.no_valid_host(
+                compat.NOT_ENOUGH_HOSTS, rejected_by
+            ) from exc
         return _Answer(ranker).build(call["answer"], selections)
 
     def _select_as_stock(self, context, spec_obj, call, request):
         """While the database is down (13-16): Nova's stock choice, no
         grant (``stock``); the compute's own claim guards the node."""
-        from grant_scheduler.nova import stock
+        from grant_scheduler.nova.scheduler import stock
 
         if self._consumed is None:
             self._consumed = stock.Consumed()
@@ -464,7 +465,7 @@ class GrantSchedulerDriver:
             manager.host_states(elevated() if elevated else context, spec_obj),
             spec_obj,
             manager,
-            subset_size=nova_view.nova_option(
+            subset_size=compat.nova_option(
                 self._lazy.conf, "host_subset_size", 1
             ),
             consumed=self._consumed,
@@ -472,8 +473,7 @@ class GrantSchedulerDriver:
         chosen = choice.select(request.instance_uuids, request.num_alternates)
         self.outage.skipped()
         if chosen is None:
-            # NOTE(nova): the stock scheduler's words, the fault users see.
-            raise compat.no_valid_host("There are not enough hosts available.")
+            raise compat.no_valid_host()
         return _Answer(choice).build(call["answer"], chosen)
 
     def _select_with_placement(self, context, spec_obj, call):
@@ -522,7 +522,7 @@ class GrantSchedulerDriver:
     def candidates(self):
         """``candidates.Candidates`` (Nova 18-22; built on first use)."""
         if self._candidates is None:
-            from grant_scheduler.nova import candidates
+            from grant_scheduler.nova.scheduler import candidates
 
             conf = self._lazy.conf
             self._candidates = candidates.Candidates(
@@ -558,12 +558,12 @@ class GrantSchedulerDriver:
         elevated = getattr(context, "elevated", None)
         context = elevated() if elevated is not None else context
         host_states = manager.host_states(context, spec_obj)
-        ranker = nova_view.NovaRanker(
+        ranker = nova_ranker.NovaRanker(
             host_states,
             spec_obj,
             manager,
             request.instance_uuids,
-            subset_size=nova_view.nova_option(
+            subset_size=compat.nova_option(
                 self._lazy.conf, "host_subset_size"
             ),
         )

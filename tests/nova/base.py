@@ -9,7 +9,7 @@ from nova import conf as nova_conf
 
 from grant_scheduler import api
 from grant_scheduler import conf as gs_conf
-from grant_scheduler.nova import hooks
+from grant_scheduler.nova.compute import hooks
 from tests import base
 from tests.nova import fakes
 

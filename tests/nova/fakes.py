@@ -21,7 +21,7 @@ from nova import conf as nova_conf
 from nova import context as nova_context
 from nova import objects
 
-from grant_scheduler.nova import host_manager as gs_host_manager
+from grant_scheduler.nova.scheduler import host_manager as gs_host_manager
 
 objects.register_all()
 

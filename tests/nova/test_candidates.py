@@ -12,7 +12,7 @@ import unittest
 from nova.scheduler.filters import compute_filter
 
 from grant_scheduler import api
-from grant_scheduler.nova import candidates
+from grant_scheduler.nova.scheduler import candidates
 
 AMOUNTS = {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 10}
 

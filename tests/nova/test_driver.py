@@ -10,7 +10,7 @@ from stevedore import driver as stevedore_driver
 from grant_scheduler import api
 from grant_scheduler import exception
 from grant_scheduler.nova import driver as gs_driver
-from grant_scheduler.nova import host_manager as gs_host_manager
+from grant_scheduler.nova.scheduler import host_manager as gs_host_manager
 from tests import base
 from tests.nova import base as nova_base
 from tests.nova import fakes
@@ -450,9 +450,27 @@ class TestNovaFiltersAndWeighers(DriverTestCase, base.TestCase):
         spec = fakes.request_spec(fakes.flavor(16, 1024, 1))
         with self.assertRaises(nova_exception.NoValidHost) as refused:
             self.select(spec)
-        # The one host with room is disabled: Nova's filter is named.
+        # The one host with room is disabled: Nova's filter is named in
+        # the details, and the fault users see is the stock scheduler's.
         self.assertIn("ComputeFilter rejected", str(refused.exception))
+        self.assertEqual(
+            "No valid host was found. There are not enough hosts available.",
+            refused.exception.format_message(),
+        )
         self.assertEqual(["enabled"], [g.host for g in self.live_grants()])
+
+    def test_the_rejecting_filter_is_looked_for_once(self):
+        self.cloud.add("disabled", 64, 262144, 1000, disabled=True)
+        self.cloud.add("enabled", 8, 8192, 100)
+        spec = fakes.request_spec(fakes.flavor(16, 1024, 1))
+        with mock.patch.object(
+            gs_host_manager,
+            "_rejecting_filter",
+            wraps=gs_host_manager._rejecting_filter,
+        ) as looked:
+            with self.assertRaises(nova_exception.NoValidHost):
+                self.select(spec)
+        self.assertEqual(1, looked.call_count)
 
     def test_no_room_is_not_blamed_on_a_filter(self):
         self.cloud.add("cmp1", 8, 8192, 100)

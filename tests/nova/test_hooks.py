@@ -14,7 +14,7 @@ from nova.compute import vm_states
 
 from grant_scheduler import api
 from grant_scheduler.nova import compat
-from grant_scheduler.nova import hooks
+from grant_scheduler.nova.compute import hooks
 from tests import base
 from tests.nova import base as nova_base
 from tests.nova import fakes

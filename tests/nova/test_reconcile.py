@@ -11,7 +11,7 @@ import uuid
 from nova import objects
 
 from grant_scheduler import api
-from grant_scheduler.nova import reconcile
+from grant_scheduler.nova.books import reconcile
 from tests import base
 from tests.nova import fakes
 from tests.nova import test_driver

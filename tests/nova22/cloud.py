@@ -634,7 +634,7 @@ def schedule(spec, system, run, index, count, callers, profile=False):
 
     from grant_scheduler import api
     from grant_scheduler import conf as gs_conf
-    from grant_scheduler.nova import claims as nova_claims
+    from grant_scheduler.nova.books import claims as nova_claims
     from grant_scheduler_bench import placement_api
 
     nova_config.parse_args(

@@ -24,7 +24,7 @@ from nova.tests.functional import integrated_helpers
 
 from grant_scheduler import conf as gs_conf
 from grant_scheduler.nova import compat
-from grant_scheduler.nova import hooks as gs_hooks
+from grant_scheduler.nova.compute import hooks as gs_hooks
 from tests import base as gs_base
 from tests.nova_shared import in_nova as shared
 

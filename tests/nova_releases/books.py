@@ -8,7 +8,7 @@ records hold, and no node takes more than its room.
 
 from nova import context as nova_context
 
-from grant_scheduler.nova import hooks as gs_hooks
+from grant_scheduler.nova.compute import hooks as gs_hooks
 from tests import base as gs_base
 from tests.nova_releases import base
 

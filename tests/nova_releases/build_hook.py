@@ -15,7 +15,7 @@ from nova import context as nova_context
 from nova import hooks as nova_hooks
 from nova.compute import manager as compute_manager
 
-from grant_scheduler.nova import hooks
+from grant_scheduler.nova.compute import hooks
 from tests.nova_releases import base
 
 
@@ -69,7 +69,7 @@ class TestBuildHook(base.GrantsTestBase):
 
         self.useFixture(
             fixtures.MonkeyPatch(
-                "grant_scheduler.nova.hooks.release_for_delete", spy
+                "grant_scheduler.nova.compute.hooks.release_for_delete", spy
             )
         )
         # Only the hook may release here: the scheduler's instance info

@@ -107,7 +107,9 @@ class TestLostDelete(BooksTestBase):
         servers = [self.boot() for _ in range(2)]
         host = servers[0]["OS-EXT-SRV-ATTR:host"]
         self.useFixture(
-            fixtures.MockPatch("grant_scheduler.nova.hooks.release_for_delete")
+            fixtures.MockPatch(
+                "grant_scheduler.nova.compute.hooks.release_for_delete"
+            )
         )
         self.useFixture(
             fixtures.MockPatchObject(

@@ -1,5 +1,5 @@
-"""Built allocation requests (``grant_scheduler.nova.candidates``) in a
-release's real services and placement.
+"""Built allocation requests (``grant_scheduler.nova.scheduler.candidates``)
+in a release's real services and placement.
 
 Mixed into each release's ``GrantsTestBase`` (``tests/nova22/in_nova`` and
 ``tests/nova_releases``): a boot of standard resources is claimed with
@@ -208,7 +208,7 @@ class BuiltRequestsTests:
         one more, where its provider moved since the last sync); no
         candidates query, and the chosen host is read nothing
         (placement's claim decides there)."""
-        from grant_scheduler.nova import inventory
+        from grant_scheduler.nova.books import inventory
 
         self.boot()
         read = []

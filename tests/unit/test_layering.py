@@ -187,3 +187,101 @@ class TestTheDoor(base.TestCase):
                 ) or module.startswith("grant_scheduler_bench"):
                     wrong.append("%s:%d imports %s" % (path, line, module))
         self.assertEqual([], wrong)
+
+
+# Inside the Nova adapters, folders by the process each part runs in, on
+# floors: a module imports only from a lower floor, or from its own
+# folder.  The scheduler and the compute side never import each other.
+NOVA_FLOORS = (
+    # what every process shares
+    (
+        "grant_scheduler.nova.compat",
+        "grant_scheduler.nova.service",
+        "grant_scheduler.nova.outage",
+    ),
+    # the books, kept from either process
+    ("grant_scheduler.nova.books",),
+    # each process's own parts
+    ("grant_scheduler.nova.scheduler", "grant_scheduler.nova.compute"),
+    # the doors Nova and operators name
+    (
+        "grant_scheduler.nova.driver",
+        "grant_scheduler.nova.filters",
+        "grant_scheduler.nova.virt",
+    ),
+)
+
+
+def _place(module):
+    """``(floor, room)`` of a ``grant_scheduler.nova`` module, or None."""
+    for floor, rooms in enumerate(NOVA_FLOORS):
+        for room in rooms:
+            if module == room or module.startswith(room + "."):
+                return floor, room
+    return None
+
+
+def _nova_module(path):
+    return path[: -len(".py")].replace("/", ".").replace(".__init__", "")
+
+
+def _floor_breaches(modules):
+    """``"path:line imports module"`` for every arrow that runs up or
+    across between the Nova adapters' folders."""
+    wrong = []
+    for path, tree in modules:
+        here = _place(_nova_module(path))
+        if here is None:
+            continue
+        for line, module in _imported(tree):
+            if not module.startswith("grant_scheduler.nova."):
+                continue
+            there = _place(module)
+            if there is None or there[1] == here[1] or there[0] < here[0]:
+                continue
+            if here[0] == 0 and there[0] == 0:
+                continue  # the shared modules are one room
+            wrong.append("%s:%d imports %s" % (path, line, module))
+    return wrong
+
+
+class TestNovaFloors(base.TestCase):
+    def test_every_nova_module_has_a_floor(self):
+        lost = [
+            path
+            for path, _tree in _modules("grant_scheduler/nova")
+            if _place(_nova_module(path)) is None
+            and not path.endswith("nova/__init__.py")
+        ]
+        self.assertEqual([], lost)
+
+    def test_arrows_point_down_or_stay_in_their_folder(self):
+        self.assertEqual([], _floor_breaches(_modules("grant_scheduler/nova")))
+
+    def test_the_check_catches_an_arrow_up_and_one_across(self):
+        modules = [
+            (
+                "grant_scheduler/nova/books/follow.py",
+                ast.parse(
+                    "from grant_scheduler.nova.scheduler import ranker\n"
+                    "from grant_scheduler.nova.books import claims\n"
+                    "from grant_scheduler.nova import compat\n"
+                ),
+            ),
+            (
+                "grant_scheduler/nova/compute/hooks.py",
+                ast.parse(
+                    "from grant_scheduler.nova.scheduler import stock\n"
+                    "from grant_scheduler.nova.books import claims\n"
+                ),
+            ),
+        ]
+        self.assertEqual(
+            [
+                "grant_scheduler/nova/books/follow.py:1 imports "
+                "grant_scheduler.nova.scheduler.ranker",
+                "grant_scheduler/nova/compute/hooks.py:1 imports "
+                "grant_scheduler.nova.scheduler.stock",
+            ],
+            _floor_breaches(modules),
+        )

@@ -1,5 +1,5 @@
 """Placement's inventories and allocations as grant_scheduler's amounts
-(``grant_scheduler.nova.inventory``, ``compat.placement_resources``);
+(``grant_scheduler.nova.books.inventory``, ``compat.placement_resources``);
 no Nova needed."""
 
 import types
@@ -7,10 +7,10 @@ import unittest
 from unittest import mock
 
 from grant_scheduler import api
-from grant_scheduler.nova import claims as nova_claims
 from grant_scheduler.nova import compat
-from grant_scheduler.nova import inventory
-from grant_scheduler.nova import registry
+from grant_scheduler.nova.books import claims as nova_claims
+from grant_scheduler.nova.books import inventory
+from grant_scheduler.nova.books import registry
 
 
 def _inventory(total, reserved=0, ratio=1.0, max_unit=None):

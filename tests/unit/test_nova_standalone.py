@@ -16,8 +16,8 @@ from grant_scheduler import conf as gs_conf
 from grant_scheduler import exception
 from grant_scheduler.nova import compat
 from grant_scheduler.nova import driver as gs_driver
-from grant_scheduler.nova import hooks
 from grant_scheduler.nova import service
+from grant_scheduler.nova.compute import hooks
 from tests import base
 
 

@@ -372,7 +372,7 @@ class TestGrantConsumedWhenTheBuildStarts(BooksTestBase):
         self.assert_books_agree()
 
     def test_the_loop_runs_once_per_process_and_zero_turns_it_off(self):
-        from grant_scheduler.nova import follow
+        from grant_scheduler.nova.books import follow
 
         passes = []
 

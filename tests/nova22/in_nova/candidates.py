@@ -7,8 +7,8 @@ import unittest
 import eventlet
 
 from grant_scheduler import api
-from grant_scheduler.nova import inventory
-from grant_scheduler.nova import placement
+from grant_scheduler.nova.books import inventory
+from grant_scheduler.nova.scheduler import filter_scheduler
 from tests.nova22.in_nova import base
 from tests.nova_shared import candidates
 
@@ -33,7 +33,9 @@ class TestAlternatesUsageReads(unittest.TestCase):
             eventlet.sleep(0.01)
             return self.usage, self.capacity
 
-        self.grants = placement.NodeGrants(lambda: None, None, usage=usage)
+        self.grants = filter_scheduler.NodeGrants(
+            lambda: None, None, usage=usage
+        )
         self.grants._by_uuid = {
             "a": api.HostState(
                 1,

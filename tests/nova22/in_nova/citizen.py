@@ -2,7 +2,8 @@
 rebuilds, and grants of servers Nova has given up.
 
 On Nova 17-22 the driver is Nova's FilterScheduler with each placement
-claim granted first (``grant_scheduler.nova.placement``).  These tests
+claim granted first (``grant_scheduler.nova.scheduler.filter_scheduler``).
+These tests
 drive Nova's API and check what Nova and placement record, beside what
 grant_scheduler's books say.
 """
@@ -129,13 +130,10 @@ class TestNoValidHostSaysWhy(base.GrantsTestBase):
 
         from oslo_messaging._drivers import common as rpc_common
 
-        from grant_scheduler.nova import placement
+        from grant_scheduler.nova import compat
 
         try:
-            raise placement.NoValidHost(
-                "ComputeFilter",
-                nova_exception.NoValidHost(reason="Not enough hosts."),
-            )
+            raise compat.no_valid_host("Not enough hosts.", "ComputeFilter")
         except nova_exception.NoValidHost:
             wire = rpc_common.serialize_remote_exception(sys.exc_info())
         rebuilt = rpc_common.deserialize_remote_exception(

@@ -14,7 +14,7 @@ import eventlet
 import fixtures
 from nova.compute import manager as compute_manager
 
-from grant_scheduler.nova import hooks
+from grant_scheduler.nova.compute import hooks
 from tests.nova22 import nova21_hooks
 from tests.nova22.in_nova import base
 

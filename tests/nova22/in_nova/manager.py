@@ -31,7 +31,7 @@ from nova.tests.functional import fixtures as func_fixtures
 from grant_scheduler import api
 from grant_scheduler import conf as gs_conf
 from grant_scheduler.nova import driver as gs_driver
-from grant_scheduler.nova import host_manager as gs_host_manager
+from grant_scheduler.nova.scheduler import host_manager as gs_host_manager
 from tests import base as gs_base
 from tests.nova22 import cloud
 

@@ -15,8 +15,8 @@ import unittest
 from nova.virt import driver as virt_driver
 from nova.virt import fake as fake_virt
 
-from grant_scheduler.nova import hooks
 from grant_scheduler.nova import virt
+from grant_scheduler.nova.compute import hooks
 from tests.nova22.in_nova import base
 
 

@@ -35,10 +35,10 @@ from oslo_concurrency import lockutils
 from oslo_log import log as logging
 
 from grant_scheduler import api
-from grant_scheduler.nova import claims
 from grant_scheduler.nova import compat
 from grant_scheduler.nova import outage as outage_module
 from grant_scheduler.nova import service
+from grant_scheduler.nova.books import claims
 
 LOG = logging.getLogger(__name__)
 
@@ -93,11 +93,11 @@ def grant_scheduler():
 def _nodename(manager, instance, node):
     """The node a hooked call is about: given, the instance's, or what the
     manager's virt driver reports (a single-node host's own name else)."""
-    node = node or compat.field(instance, "node")
-    if node:
-        return node
-    find = getattr(manager, "_get_nodename", None)
-    return find(instance) if find else manager.host
+    return (
+        node
+        or compat.field(instance, "node")
+        or compat.node_of_instance(manager, instance)
+    )
 
 
 def claim_for_build(

@@ -20,37 +20,8 @@ NoValidHost), and alternates come from the same ranking.
 
 import copy
 
-from oslo_config import cfg
-
 from grant_scheduler import api
 from grant_scheduler.nova import compat
-
-# NOTE: Nova 15 moved these options into [filter_scheduler] and [scheduler];
-# 13 and 14 read them from [DEFAULT] under the older names.
-_OPTION_NAMES = {
-    "max_attempts": (
-        ("scheduler", "max_attempts"),
-        (None, "scheduler_max_attempts"),
-    ),
-    "host_subset_size": (
-        ("filter_scheduler", "host_subset_size"),
-        (None, "scheduler_host_subset_size"),
-    ),
-    "track_instance_changes": (
-        ("filter_scheduler", "track_instance_changes"),
-        (None, "scheduler_tracks_instance_changes"),
-    ),
-}
-
-
-def nova_option(conf, key, default=None):
-    """A Nova option under its current name or its 13-14 name."""
-    for group, name in _OPTION_NAMES[key]:
-        try:
-            return getattr(getattr(conf, group), name) if group else conf[name]
-        except (cfg.NoSuchOptError, cfg.NoSuchGroupError, AttributeError):
-            continue
-    return default
 
 
 class NovaRanker(api.Ranker):
@@ -100,8 +71,6 @@ class NovaRanker(api.Ranker):
         self._amount = None
         self._subset_size = subset_size
         self.filter_runs = 0
-        self.rejected_by = None
-        """Nova's filter that rejected every node with room, if one did."""
 
     def host_state(self, host, node):
         """This request's copy of Nova's HostState for a node."""
@@ -242,10 +211,6 @@ class NovaRanker(api.Ranker):
             )
             or ()
         )
-        if candidates and not passed:
-            self.rejected_by = rejecting_filter(
-                self._host_manager, candidates, self._spec, self._index
-            )
         weighed = (
             self._host_manager.get_weighed_hosts(passed, self._spec)
             if passed
@@ -258,25 +223,3 @@ class NovaRanker(api.Ranker):
     def _survived(self, state):
         survivors = self._survivors
         return survivors is None or (state.host, state.node) in survivors
-
-
-def rejecting_filter(host_manager, hosts, spec_obj, index=0):
-    """The name of ``host_manager``'s enabled filter that removes the last
-    of ``hosts``, run one by one as Nova's filter handler runs them; None
-    when no single filter does (the request's ignore, force or destination
-    rules)."""
-    handler = getattr(host_manager, "filter_handler", None)
-    enabled = getattr(host_manager, "enabled_filters", None)
-    if handler is None or not enabled:
-        return None
-    remaining = list(hosts)
-    for host_filter in enabled:
-        remaining = list(
-            handler.get_filtered_objects(
-                [host_filter], remaining, spec_obj, index
-            )
-            or ()
-        )
-        if not remaining:
-            return type(host_filter).__name__
-    return None

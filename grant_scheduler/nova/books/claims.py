@@ -21,10 +21,8 @@ LOG = logging.getLogger(__name__)
 
 def is_volume_backed(context, instance, bdms=None):
     """Nova's own answer (its root block device is a volume), or False
-    where this release has no ``compute.utils.is_volume_backed_instance``
-    (13-15) or Nova is not installed."""
-    utils = compat.nova_module("compute.utils")
-    check = getattr(utils, "is_volume_backed_instance", None)
+    where this release cannot tell (``compat.volume_backed_check``)."""
+    check = compat.volume_backed_check()
     if check is None or context is None or instance is None:
         return False
     try:

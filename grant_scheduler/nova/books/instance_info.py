@@ -28,8 +28,9 @@ import threading
 from oslo_log import log as logging
 
 from grant_scheduler import api
-from grant_scheduler.nova import claims
+from grant_scheduler.nova import compat
 from grant_scheduler.nova import outage
+from grant_scheduler.nova.books import claims
 
 LOG = logging.getLogger(__name__)
 
@@ -195,11 +196,7 @@ class InstanceInfoClaims:
 
     def _claim(self, context, host, instance, resources_of):
         instance_uuid = instance.uuid
-        node = (
-            getattr(instance, "node", None)
-            if _is_set(instance, "node")
-            else None
-        )
+        node = compat.field(instance, "node")
         if not node:
             nodes = self._nodes_of_host(host)
             if len(nodes) != 1:
@@ -251,8 +248,3 @@ class InstanceInfoClaims:
                 outcome.how,
             )
         return outcome
-
-
-def _is_set(instance, name):
-    is_set = getattr(instance, "obj_attr_is_set", None)
-    return is_set(name) if is_set is not None else hasattr(instance, name)

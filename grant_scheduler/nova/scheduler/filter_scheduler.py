@@ -48,9 +48,9 @@ from nova.scheduler import filter_scheduler
 from oslo_log import log as logging
 
 from grant_scheduler import api
-from grant_scheduler.nova import candidates
 from grant_scheduler.nova import compat
 from grant_scheduler.nova import outage as outage_module
+from grant_scheduler.nova.scheduler import candidates
 
 LOG = logging.getLogger(__name__)
 
@@ -379,34 +379,6 @@ class NodeGrants:
             )
 
 
-class NoValidHost(nova_exception.NoValidHost):
-    """Nova's NoValidHost, with Nova's own text as its message (the fault
-    every user sees, which Nova's own tests expect word for word), whose
-    ``str()`` also names the filter that rejected every host: what the
-    conductor's log and the instance fault's details, shown to admins,
-    carry.
-
-    It travels as Nova's own class: oslo.messaging serializes an exception
-    by its class's module and name and rebuilds Nova's ``NoValidHost`` in
-    the conductor, with this ``str()``.
-    """
-
-    __module__ = nova_exception.__name__
-
-    def __init__(self, filter_name, cause):
-        super().__init__(message=cause.format_message())
-        self.filter_name = filter_name
-
-    def __str__(self):
-        return "%s %s rejected every host that had room." % (
-            self.format_message(),
-            self.filter_name,
-        )
-
-
-NoValidHost.__name__ = NoValidHost.__qualname__ = "NoValidHost"
-
-
 class GrantingFilterScheduler(filter_scheduler.FilterScheduler):
     """Nova's FilterScheduler over the driver's host manager, claiming
     through ``GrantingPlacementClient``."""
@@ -447,7 +419,8 @@ class GrantingFilterScheduler(filter_scheduler.FilterScheduler):
             rejected_by = self.host_manager.rejected_by(spec_obj)
             if rejected_by is None:
                 raise
-            raise NoValidHost(rejected_by, exc) from exc
+            reason = exc.kwargs.get("reason", compat.NOT_ENOUGH_HOSTS)
+            raise compat.no_valid_host(reason, rejected_by) from exc
         finally:
             self._local.requests = None
 

@@ -39,9 +39,9 @@ from nova import objects
 from oslo_log import log as logging
 
 from grant_scheduler import api
-from grant_scheduler.nova import claims as nova_claims
 from grant_scheduler.nova import compat
 from grant_scheduler.nova import outage
+from grant_scheduler.nova.books import claims as nova_claims
 
 LOG = logging.getLogger(__name__)
 

@@ -2,20 +2,20 @@
 
 ``GrantsHostManager`` is Nova's HostManager (aggregates, cells, instance
 tracking, ``get_filtered_hosts`` and ``get_weighed_hosts`` all Nova's)
-with three additions:
+with five additions:
 
 * the instance-info calls Nova's scheduler manager forwards to it
   (``update_instance_info``, ``delete_instance_info``,
   ``sync_instance_info``) also claim and release in grant_scheduler
   (``instance_info.InstanceInfoClaims``), after Nova's own bookkeeping;
 * ``host_states(context, spec_obj)`` reads Nova's HostStates on every
-  release: ``get_host_states_by_uuids`` (20 and later) or
-  ``get_all_host_states`` (13-19);
+  release (``compat.host_states``);
 * ``instances_on_node`` reads a node's instances with their flavours from
   the node's cell, for claiming what a node already runs when
   grant_scheduler first sees it;
 * ``get_filtered_hosts`` remembers, per request, which of Nova's enabled
-  filters removed the last hosts (``rejected_by``), for the NoValidHost;
+  filters removed the last hosts (``rejected_by``, looked for once, when
+  the request ends in NoValidHost);
 * Nova's read of every compute node and compute service per request is
   kept, but Nova's objects and HostStates are rebuilt only for the rows
   that changed since the previous request (``_Computes``): each request
@@ -27,7 +27,6 @@ Only imported when Nova is.
 """
 
 import copy
-import inspect
 import threading
 import weakref
 
@@ -36,11 +35,10 @@ from nova import objects
 from nova.scheduler import host_manager as nova_host_manager
 from oslo_log import log as logging
 
-from grant_scheduler.nova import claims
 from grant_scheduler.nova import compat
-from grant_scheduler.nova import instance_info
 from grant_scheduler.nova import outage as outage_module
-from grant_scheduler.nova import view as nova_view
+from grant_scheduler.nova.books import claims
+from grant_scheduler.nova.books import instance_info
 
 LOG = logging.getLogger(__name__)
 
@@ -129,13 +127,6 @@ class _Computes:
         return self._nodes.get(node.id, (None, None))[1] is node
 
 
-def _takes_compute(cls):
-    try:
-        return "compute" in inspect.signature(cls.__init__).parameters
-    except (TypeError, ValueError):
-        return False
-
-
 class _PrivateHostState(nova_host_manager.HostState):
     """A HostState that is one request's copy of one kept between
     requests: what Nova's consumption changes in place is copied first.
@@ -212,9 +203,6 @@ class GrantsHostManager(nova_host_manager.HostManager):
         return compute_nodes, services
 
     def _new_host_state(self, key, cell_uuid, compute):
-        # NOTE: HostState takes the compute node from Nova 19 to 2023.1.
-        if _takes_compute(self.host_state_cls):
-            return self.host_state_cls(*key, cell_uuid, compute=compute)
         return self.host_state_cls(*key, cell_uuid)
 
     def _get_host_states(self, context, compute_nodes, services):
@@ -269,33 +257,28 @@ class GrantsHostManager(nova_host_manager.HostManager):
         hosts = list(hosts)
         passed = list(super().get_filtered_hosts(hosts, spec_obj, index))
         if hosts and not passed:
-            name = nova_view.rejecting_filter(self, hosts, spec_obj, index)
-            if name is not None:
-                self._rejected_by[spec_obj] = name
+            # NOTE: which filter it was is looked for only if the request
+            # ends in NoValidHost, once, over the last hosts filtered.
+            self._rejected_by[spec_obj] = (hosts, index)
         return passed
 
     def rejected_by(self, spec_obj):
         """The name of Nova's filter that removed the last hosts of
         ``spec_obj``'s request, or None."""
-        return self._rejected_by.get(spec_obj)
+        found = self._rejected_by.get(spec_obj)
+        if isinstance(found, tuple):
+            found = _rejecting_filter(self, found[0], spec_obj, found[1])
+            self._rejected_by[spec_obj] = found
+        return found
 
     # -- reading Nova's view ----------------------------------------------
 
     def host_states(self, context, spec_obj=None):
         """Nova's HostStates of every compute node, on any release."""
-        by_uuids = getattr(self, "get_host_states_by_uuids", None)
-        if by_uuids is not None:
-            return list(by_uuids(context, None, spec_obj))
-        return list(self.get_all_host_states(context))
+        return compat.host_states(self, context, spec_obj)
 
     def _cell_context(self, context, host):
-        # NOTE: Nova's HostManager finds a host's cell itself from 19 on;
-        # 18 and older have only the host mapping.
-        find = getattr(self, "_get_cell_mapping_for_host", None)
-        if find is not None:
-            cell = find(context, host)
-        else:
-            cell = objects.HostMapping.get_by_host(context, host).cell_mapping
+        cell = compat.cell_of_host(self, context, host)
         return nova_context.target_cell(context, cell)
 
     def instances(self, context, host, instance_uuids):
@@ -376,3 +359,25 @@ class GrantsHostManager(nova_host_manager.HostManager):
                 outage.failed(exc, "following instance info")
         except Exception:  # noqa: BLE001 - never fail Nova's RPC handler
             LOG.exception("grant_scheduler could not follow instance info")
+
+
+def _rejecting_filter(host_manager, hosts, spec_obj, index=0):
+    """The name of ``host_manager``'s enabled filter that removes the last
+    of ``hosts``, run one by one as Nova's filter handler runs them; None
+    when no single filter does (the request's ignore, force or destination
+    rules)."""
+    handler = getattr(host_manager, "filter_handler", None)
+    enabled = getattr(host_manager, "enabled_filters", None)
+    if handler is None or not enabled:
+        return None
+    remaining = list(hosts)
+    for host_filter in enabled:
+        remaining = list(
+            handler.get_filtered_objects(
+                [host_filter], remaining, spec_obj, index
+            )
+            or ()
+        )
+        if not remaining:
+            return type(host_filter).__name__
+    return None

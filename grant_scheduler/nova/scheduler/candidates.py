@@ -50,7 +50,6 @@ returned, though Nova's HostManager still reads every node.
 """
 
 import collections
-import inspect
 import time
 from urllib import parse
 
@@ -61,6 +60,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from grant_scheduler import api
+from grant_scheduler.nova import compat
 
 LOG = logging.getLogger(__name__)
 
@@ -69,39 +69,10 @@ LOG = logging.getLogger(__name__)
 # which Nova's ComputeFilter also does.
 _DISABLED_TRAIT = "!COMPUTE_STATUS_DISABLED"
 
+
 # The microversions of a built request's claim: the first with consumer
 # generations, which Nova's claim sends from 19 on, else the first with
 # allocations keyed by provider (18).
-_CONSUMER_GENERATION_VERSION = "1.28"
-_ALLOCATIONS_BY_PROVIDER_VERSION = "1.12"
-
-
-def driver_asks():
-    """True where the driver can ask for candidates itself (Nova 18-22:
-    Nova's request filters and the resource request's query string)."""
-    request = getattr(scheduler_utils, "ResourceRequest", None)
-    return hasattr(request_filter, "process_reqspec") and hasattr(
-        request, "to_querystring"
-    )
-
-
-def built_version():
-    """The microversion a built request is claimed at: the release's
-    claim sends a consumer generation from 1.28 on, which Nova 18's does
-    not know (placement would refuse its claim without one)."""
-    from nova.scheduler.client import report
-
-    try:
-        params = inspect.signature(
-            report.SchedulerReportClient.claim_resources
-        ).parameters
-    except (TypeError, ValueError):
-        params = {}
-    if "consumer_generation" in params:
-        return _CONSUMER_GENERATION_VERSION
-    return _ALLOCATIONS_BY_PROVIDER_VERSION
-
-
 class BuiltRequest(dict):
     """One node's allocation request built by ``BuiltRequests``; a plain
     dict to Nova, which JSON-encodes and copies it."""
@@ -279,10 +250,7 @@ class Candidates:
         self._build = build
         self._room = room
         self._room_now = room_now
-        self._version = built_version()
-        self._resource_params = inspect.signature(
-            scheduler_utils.resources_from_request_spec
-        ).parameters
+        self._version = compat.claim_version()
 
     def for_request(self, context, spec_obj):
         """``(alloc_reqs_by_rp_uuid, provider_summaries, version)`` for
@@ -337,15 +305,9 @@ class Candidates:
         return lambda rp_uuid: self._room_now(context, rp_uuid, amount, since)
 
     def _resources(self, context, spec_obj, translate):
-        """Nova's ``ResourceRequest`` of the spec, on any of 18-22."""
-        build = scheduler_utils.resources_from_request_spec
-        params = self._resource_params
-        if "spec_obj" in params and len(params) == 1:
-            return build(spec_obj)
-        kwargs = {}
-        if "enable_pinning_translate" in params:
-            kwargs["enable_pinning_translate"] = translate
-        return build(context, spec_obj, self._host_manager(), **kwargs)
+        return compat.resource_request(
+            context, spec_obj, self._host_manager(), translate
+        )
 
     def _built_amounts(self, resources):
         """The amounts of a request that a built request can claim, or
@@ -385,7 +347,7 @@ class Candidates:
         provider uuid (empty when there are none), with the provider
         summaries and microversion; with ``plain`` the requests carry no
         ``mappings`` (a built request's claim is sent at
-        ``built_version()``, which may predate them)."""
+        ``compat.claim_version()``, which may predate them)."""
         res = self._client.get_allocation_candidates(context, resources)
         alloc_reqs, summaries, version = res or (None, None, None)
         alloc_reqs = list(alloc_reqs or [])
@@ -419,20 +381,13 @@ def _skips_filters(spec_obj):
     host or node, without ``_nova_check_type``): Nova's ComputeFilter does
     not keep a disabled compute out of it, so only placement's candidates
     (whose query forbids ``COMPUTE_STATUS_DISABLED``) do."""
-    forced = _listed(spec_obj, "force_hosts") or _listed(
+    forced = compat.field(spec_obj, "force_hosts") or compat.field(
         spec_obj, "force_nodes"
     )
     if not forced:
         return False
-    hints = _listed(spec_obj, "scheduler_hints") or {}
+    hints = compat.field(spec_obj, "scheduler_hints") or {}
     return not hints.get("_nova_check_type")
-
-
-def _listed(spec_obj, name):
-    is_set = getattr(spec_obj, "obj_attr_is_set", None)
-    if is_set is not None and not is_set(name):
-        return None
-    return getattr(spec_obj, name, None)
 
 
 def _workaround(conf, name):
