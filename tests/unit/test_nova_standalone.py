@@ -18,6 +18,7 @@ from grant_scheduler.nova import compat
 from grant_scheduler.nova import driver as gs_driver
 from grant_scheduler.nova import service
 from grant_scheduler.nova.compute import hooks
+from grant_scheduler.nova.scheduler import parts as gs_parts
 from tests import base
 
 
@@ -272,7 +273,7 @@ class TestPeriodicTasks(base.TestCase):
         self.addCleanup(conf.reset)
         for name, value in overrides.items():
             conf.set_override(name, value, "grant_scheduler")
-        return gs_driver._Periodic(conf, driver=None)
+        return gs_parts._Periodic(conf, parts=None)
 
     def test_by_default_the_claims_are_reconciled_every_minute(self):
         periodic = self.periodic()
