@@ -366,8 +366,9 @@ class GrantScheduler:
         """Claim an arriving instance as every compute-side path does: by
         its grant when it holds one there (the grant's amount, which is
         what the scheduler promised), else by re-checking the node with
-        ``resources_of()``, called only then, outside any transaction
-        (one transaction by the grant, two without one).
+        ``resources_of()``, called only then and at most once, inside the
+        claim's one transaction before it locks anything (it may read the
+        books).
 
         :returns: a ``storage.ClaimOutcome``.
         :raises ClaimRejected: no grant, and it does not fit.

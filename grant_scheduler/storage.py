@@ -281,8 +281,9 @@ class Store(abc.ABC):
         the claim takes its place only if the node fits the claimed amount
         with the grant's own amount taken out (``how`` is ``recheck``).
         Without a grant and without ``build.resources``, the amount is
-        ``build.resources_of()``, asked then only, and outside any
-        transaction of the store's (it may read the store).
+        ``build.resources_of()``, asked then only (not for a repeated
+        claim), at most once, in the claim's own transaction before it
+        locks anything (it may read the store).
         The node's last-grant mark moves forward to a consumed grant, and
         every other live grant of the instance, on any node, is withdrawn.
 

@@ -31,10 +31,14 @@ START_TIMEOUT = 300
 
 
 def count_statements(database, latency_s=0.0):
-    """Count statements and commits on ``database``'s engine; optionally
-    sleep before each statement to model a remote database."""
-    counts = {"statements": 0, "commits": 0}
+    """Count statements, commits and rollbacks on ``database``'s engine;
+    optionally sleep before each statement to model a remote database."""
+    counts = {"statements": 0, "commits": 0, "rollbacks": 0}
     engine = database.get_engine()
+
+    @sa.event.listens_for(engine, "rollback")
+    def _rollback(*args):
+        counts["rollbacks"] += 1
 
     @sa.event.listens_for(engine, "before_cursor_execute")
     def _statement(*args):

@@ -481,9 +481,16 @@ class Database:
 
     @contextlib.contextmanager
     def reader(self):
-        """One read-only transaction, always a new one (H2)."""
-        with self._facade.reader.connection.using(_Context()) as conn:
-            yield conn
+        """One read-only transaction, always a new one (H2); on SQLite
+        ``DEFERRED`` even inside a writer's block (a claim asking an
+        amount that reads the books), which would else wait for the
+        writer's own lock."""
+        token = _SQLITE_WRITER.set(False)
+        try:
+            with self._facade.reader.connection.using(_Context()) as conn:
+                yield conn
+        finally:
+            _SQLITE_WRITER.reset(token)
 
     def get_engine(self):
         """The writer engine, started on first call."""

@@ -319,7 +319,14 @@ def claim(db, conn, build, host_id=None, before_commit=None):
     Where the node's id is known (``host_id``), the instance's own grant
     is consumed first (``_by_own_grant``); that is the whole claim in the
     common case.  Otherwise, or when the instance has no such grant
-    there, the general claim follows in the same transaction: a live
+    there, the general claim follows in the same transaction.  Without a
+    grant and without ``build.resources`` the amount is
+    ``build.resources_of()``, asked there (unless the instance is claimed
+    already) before any row is locked: the statements before it only read
+    or matched nothing, which leaves no lock under MySQL's ``READ
+    COMMITTED`` or PostgreSQL; SQLite's writer holds its write lock, and
+    a read of the books from inside (a ``DEFERRED`` reader) does not wait
+    for it.  A live
     grant is consumed whether or not it has expired (until the reaper
     deletes it, its amount is still in the node's ``granted_*``, so moving
     it into usage is exact); a grant whose amount differs from
@@ -341,6 +348,10 @@ def claim(db, conn, build, host_id=None, before_commit=None):
     host_id, grant = _find_grant(
         conn, instance_uuid, host, node, resources, request_id
     )
+    if grant is None and resources is None and build.resources_of is not None:
+        if _existing(conn, instance_uuid, host, node) is not None:
+            raise AlreadyClaimed()
+        resources = build.resources_of()
     held = NOTHING if grant is None else rows.amount(grant, "grant_resources")
     amount = resources if resources is not None else held
     if grant is None and resources is None:

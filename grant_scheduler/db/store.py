@@ -74,10 +74,12 @@ class Store(storage.Store):
         the claim starts again and ends as a claim of its own,
         ``UnknownHost`` or ``ClaimRejected``."""
         node = (build.host, build.node)
-        amount_of = storage.asked_once(build.resources_of)
+        build = dataclasses.replace(
+            build, resources_of=storage.asked_once(build.resources_of)
+        )
         for _ in range(REPEATED_CLAIM_TRIES):
             try:
-                return self._claim_once(node, build, amount_of, before_commit)
+                return self._claim_once(node, build, before_commit)
             except (db_exc.DBDuplicateEntry, claims.AlreadyClaimed):
                 outcome = claims.existing(self.db, build.instance_uuid, *node)
                 if outcome is not None:
@@ -90,23 +92,13 @@ class Store(storage.Store):
             "(the node is being deleted and reported again)",
         )
 
-    def _claim_once(self, node, build, amount_of, before_commit):
-        host_id = self._node_ids.get(node)
-        try:
-            outcome = claims.claim(
-                self.db, build, host_id=host_id, before_commit=before_commit
-            )
-        except exception.ClaimRejected:
-            if build.resources is not None or amount_of is None:
-                raise
-            # NOTE: no grant of its own: its amount is asked now, outside
-            # any transaction (it may read the books, or Nova's), and the
-            # node re-checked with it.
-            outcome = claims.claim(
-                self.db,
-                dataclasses.replace(build, resources=amount_of()),
-                before_commit=before_commit,
-            )
+    def _claim_once(self, node, build, before_commit):
+        outcome = claims.claim(
+            self.db,
+            build,
+            host_id=self._node_ids.get(node),
+            before_commit=before_commit,
+        )
         self._node_ids[node] = outcome.host_id
         return outcome
 

@@ -174,7 +174,7 @@ class CommitOrder(InterleavingTestCase):
 @base.with_scenarios(base.ALL_BACKENDS)
 class NaiveBaselineClaims(InterleavingTestCase):
     def test_a_compute_consumes_naive_grants_on_a_node_it_knows(self):
-        # The second claim on a node takes the three-statement path, whose
+        # The second claim on a node takes the path by its own grant, whose
         # ticket comes back through LAST_INSERT_ID on MySQL: the naive
         # baseline's tickets must survive it (a negative one came back as
         # an unsigned 64-bit number and failed the mark's UPDATE).
@@ -366,7 +366,7 @@ class DuplicateGrantsTestCase(InterleavingTestCase):
 
     def compute_knowing_the_node(self, admin):
         # A compute that has claimed on the node knows its id: its next
-        # claim takes the three-statement path.
+        # claim takes the path by its own grant.
         compute = self.gs()
         [filler] = self.gs().schedule(
             1,

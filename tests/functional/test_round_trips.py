@@ -9,8 +9,8 @@ on PostgreSQL (the grant consumed, returning its ticket and amount; the
 node's row locked and its mark moved; its inventory rows; the claim's
 ``INSERT``) and five on MySQL (the amount read back by the ticket),
 one commit each for the grant and the claim; a claim without a grant
-one commit too (its first transaction, which finds no grant, is rolled
-back; the amount is asked between the two, once).  SQLite counts its
+one transaction too (it finds no grant, asks the amount once, and
+re-checks the node with it).  SQLite counts its
 ``BEGIN`` as a statement and reads the ticket back with a ``SELECT``.
 """
 
@@ -115,14 +115,30 @@ class RoundTrips(base.DatabaseTestCase):
         outcome = self.compute.claim_instance(
             str(uuid.uuid4()), host, node, resources_of
         )
-        # The grant's transaction finds none and is rolled back; the amount
-        # is asked outside any transaction (it may read the books:
-        # SQLite's writer would wait for itself); the re-check commits.
+        # One transaction: it finds no grant, asks the amount (once) and
+        # re-checks the node with it; nothing is rolled back.
         self.assertEqual(
-            ("recheck", [1], 1),
+            ("recheck", [1], 1, 0),
             (
                 outcome.how,
                 asked,
                 self.compute_counts["commits"] - before["commits"],
+                self.compute_counts["rollbacks"] - before["rollbacks"],
             ),
         )
+
+    def test_a_repeated_claim_without_a_grant_asks_nothing(self):
+        host = self.place()[0]
+        node = "n" + host[1:]
+        instance_uuid = str(uuid.uuid4())
+        self.compute.claim_instance(instance_uuid, host, node, lambda: ONE)
+        asked = []
+
+        def resources_of():
+            asked.append(1)
+            return ONE
+
+        outcome = self.compute.claim_instance(
+            instance_uuid, host, node, resources_of
+        )
+        self.assertEqual(("existing", []), (outcome.how, asked))

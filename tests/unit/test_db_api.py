@@ -84,3 +84,28 @@ class TestSQLiteWriterLock(base.DatabaseTestCase, base.TestCase):
             self.addCleanup(other.close)
             other.execute("BEGIN IMMEDIATE")
             other.execute("ROLLBACK")
+
+    def test_a_reader_inside_a_writer_does_not_wait_for_it(self):
+        # A claim asks an instance's amount inside its transaction, and
+        # the asking may read the books: that read begins DEFERRED, so it
+        # reads beside the writer's lock instead of waiting for it.
+        import contextvars
+        import threading
+
+        done = []
+        with self.db.writer() as conn:
+            conn.execute(models.hosts.select()).fetchall()
+
+            def read():
+                with self.db.reader() as inner:
+                    done.append(inner.execute(models.hosts.select()).all())
+
+            # NOTE: run in the writer's context (as a call from inside its
+            # block is), on a thread of its own so a wait cannot hang here.
+            inside = contextvars.copy_context()
+            reading = threading.Thread(
+                target=inside.run, args=(read,), daemon=True
+            )
+            reading.start()
+            reading.join(5)
+            self.assertEqual([[]], done)
