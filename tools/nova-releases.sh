@@ -9,11 +9,11 @@
 #   tools/nova-releases.sh run RELEASE CMD...    run CMD in the root with
 #                                                that venv first on PATH,
 #                                                cwd /src (this checkout)
-#   tools/nova-releases.sh test [RELEASE...]     tests/nova_releases in
+#   tools/nova-releases.sh test [RELEASE...]     tests/nova18_21 in
 #                                                each release, one after
 #                                                the other
 #   tools/nova-releases.sh own [RELEASE...]      the release's own functional
-#                                                tests of tests/nova_releases/
+#                                                tests of tests/nova18_21/
 #                                                own_tests.txt with ours,
 #                                                compared with the stock
 #                                                scheduler's recorded run
@@ -23,10 +23,10 @@
 #                                                those modules, and only
 #                                                their part of the record)
 #   tools/nova-releases.sh check                 what CI runs: every class
-#                                                of tests/nova_releases in
+#                                                of tests/nova18_21 in
 #                                                each release, two releases
 #                                                at a time, then the own
-#                                                tests tests/nova_releases/
+#                                                tests tests/nova18_21/
 #                                                own_tests_ci.txt assigns
 #                                                to each release, with ours
 #
@@ -73,7 +73,7 @@ ALL=(18 19 20 21)
 declare -A NOVA=([18]=18.3.0 [19]=19.3.2 [20]=20.6.1 [21]=21.2.4)
 declare -A NAME=([18]=rocky [19]=stein [20]=train [21]=ussuri)
 
-# What Nova's functional tests (and tests/nova_releases, through them)
+# What Nova's functional tests (and tests/nova18_21, through them)
 # import beyond the requirements Nova declares: its test-requirements'
 # libraries, at the release's pins (oslotest.moxstubout and mox3 for
 # nova.test, mock, requests-mock, wsgi-intercept for the API and
@@ -380,12 +380,12 @@ cmd_run() {
         VIRTUAL_ENV="$VENVS/$r" GRANT_SCHEDULER_NOVA_RELEASE="$r" "$@"
 }
 
-# tests/nova_releases in release $1 (the modules or classes after it, or
+# tests/nova18_21 in release $1 (the modules or classes after it, or
 # all of them).
 run_tests() {
     local r=$1 start=$SECONDS
     shift
-    if cmd_run "$r" python3 -W ignore -m tests.nova_releases.run "$@"; then
+    if cmd_run "$r" python3 -W ignore -m tests.nova18_21.run "$@"; then
         log "Nova $r: passed in $((SECONDS - start)) s"
     else
         log "Nova $r: FAILED in $((SECONDS - start)) s"
@@ -408,12 +408,12 @@ cmd_test() {
 own_one() {
     local r=$1 start=$SECONDS rc=0 both=()
     shift
-    [ "$#" -gt 0 ] || set -- @tests/nova_releases/own_tests.txt
+    [ "$#" -gt 0 ] || set -- @tests/nova18_21/own_tests.txt
     [ -z "${OWN_BOTH:-}" ] || both=(--both)
-    cmd_run "$r" python3 -W ignore -m tests.nova_releases.own_tests \
+    cmd_run "$r" python3 -W ignore -m tests.nova18_21.own_tests \
         --workers 2 --out /src/.nova-own-tests \
-        --allowed tests/nova_releases/own_tests_allowed.txt \
-        --record "tests/nova_releases/own_tests_stock_$r.json" \
+        --allowed tests/nova18_21/own_tests_allowed.txt \
+        --record "tests/nova18_21/own_tests_stock_$r.json" \
         "${both[@]}" "$@" || rc=1
     log "Nova $r own tests: $((SECONDS - start)) s"
     return "$rc"
@@ -428,14 +428,14 @@ cmd_own() {
     return "$rc"
 }
 
-# What CI runs: every class of tests/nova_releases in every release, two
+# What CI runs: every class of tests/nova18_21 in every release, two
 # releases at a time (each class runs in one process, which leaves a core
 # mostly idle; each pair's output is printed when it ends); then, with
 # ours only, the own tests that own_tests_ci.txt assigns to each release
 # (the stock scheduler's runs are the records).  Every part runs even
 # when an earlier one failed.
 CI_PAIRS=("18 20" "19 21")
-CI_OWN=tests/nova_releases/own_tests_ci.txt
+CI_OWN=tests/nova18_21/own_tests_ci.txt
 cmd_check() {
     local rc=0 start=$SECONDS pair r dir names
     dir=$(mktemp -d)

@@ -32,7 +32,7 @@ from grant_scheduler.nova.books import reconcile
 
 # NOTE: the Nova 22 tests' database set-up, from this checkout.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from tests.nova22.in_nova import manager  # noqa: E402
+from tests.nova22.in_nova import test_driver as manager  # noqa: E402
 
 FLAVOR = dict(vcpus=2, memory_mb=4096, root_gb=40, ephemeral_gb=0, swap=0)
 

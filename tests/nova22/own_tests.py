@@ -14,7 +14,7 @@ migrated at the start of the worker.  Nothing else of Nova's test changes:
 every other option, grant_scheduler's included, keeps its default, and a
 test that picks its own scheduler driver keeps it.  ``--scheduler stock``
 runs the same tests untouched.  The runner's pieces are
-``tests.nova_shared.own_tests``, shared with Nova 18-21's.
+``tests.nova18_22.own_tests``, shared with Nova 18-21's.
 """
 
 import nova.monkey_patch  # noqa: F401,I001 - first, as in nova-scheduler
@@ -24,7 +24,7 @@ import json
 import os
 import sys
 
-from tests.nova_shared import own_tests as shared
+from tests.nova18_22 import own_tests as shared
 
 
 def compare(stock_file, ours_file, allowed_file=None):

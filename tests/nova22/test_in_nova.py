@@ -36,15 +36,22 @@ _pool = None
 
 
 def _classes():
+    """``(module, class)`` of every test class under in_nova, the module
+    dotted below it (``books.test_follow``)."""
     directory = os.path.join(HERE, "in_nova")
-    for name in sorted(os.listdir(directory)):
-        if not name.endswith(".py") or name.startswith("_"):
-            continue
-        with open(os.path.join(directory, name)) as f:
-            tree = ast.parse(f.read())
-        for node in tree.body:
-            if isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
-                yield name[:-3], node.name
+    for path, dirs, files in sorted(os.walk(directory)):
+        dirs.sort()
+        for name in sorted(files):
+            if not name.endswith(".py") or name.startswith("_"):
+                continue
+            with open(os.path.join(path, name)) as f:
+                tree = ast.parse(f.read())
+            module = os.path.relpath(os.path.join(path, name[:-3]), directory)
+            for node in tree.body:
+                if isinstance(node, ast.ClassDef) and node.name.startswith(
+                    "Test"
+                ):
+                    yield module.replace(os.sep, "."), node.name
 
 
 def _run(module, cls):
@@ -95,6 +102,6 @@ class TestInNova(unittest.TestCase):
 for _module, _cls in _classes():
     setattr(
         TestInNova,
-        "test_%s_%s" % (_module, _cls),
+        "test_%s_%s" % (_module.replace(".", "_"), _cls),
         _runner("%s.%s" % (PACKAGE, _module), _cls),
     )

@@ -285,3 +285,62 @@ class TestNovaFloors(base.TestCase):
             ],
             _floor_breaches(modules),
         )
+
+
+# Where the tests of each Nova adapter module are: at the module's own
+# path under a tier that runs it (``books/follow.py`` ->
+# ``books/test_follow.py``), in any of these tiers.
+TEST_TIERS = (
+    "tests/unit/nova",  # no Nova
+    "tests/nova34",  # Nova 34's objects, filters and weighers
+    "tests/nova22/in_nova",  # Nova 22's services, in the bullseye root
+)
+# The modules exercised only through another module's tests, and where.
+TESTED_THROUGH = {
+    "scheduler/stock.py": ("tests/nova34/test_outage.py",),
+    "scheduler/placement_engine.py": (
+        "tests/nova22/in_nova/scheduler/test_candidates.py",
+        "tests/nova22/in_nova/lifecycle.py",
+    ),
+}
+
+
+def _test_paths(module):
+    """The mirrored test files of ``module`` (relative to the package)."""
+    folder, name = os.path.split(module)
+    return [
+        os.path.join(tier, folder, "test_" + name)
+        for tier in TEST_TIERS
+        if os.path.exists(os.path.join(ROOT, tier, folder, "test_" + name))
+    ]
+
+
+class TestTestsMirrorThePackage(base.TestCase):
+    def modules(self):
+        package = os.path.join(ROOT, "grant_scheduler", "nova")
+        for path, _tree in _modules("grant_scheduler/nova"):
+            if not path.endswith("__init__.py"):
+                yield os.path.relpath(os.path.join(ROOT, path), package)
+
+    def test_every_module_has_tests_at_its_own_path(self):
+        missing = [
+            module
+            for module in self.modules()
+            if not _test_paths(module) and module not in TESTED_THROUGH
+        ]
+        self.assertEqual([], missing)
+
+    def test_the_exceptions_are_still_exceptions_and_name_real_files(self):
+        modules = set(self.modules())
+        for module, paths in TESTED_THROUGH.items():
+            self.assertIn(module, modules)
+            self.assertEqual([], _test_paths(module), module)
+            for path in paths:
+                self.assertTrue(os.path.exists(os.path.join(ROOT, path)), path)
+
+    def test_the_check_finds_a_module_without_tests(self):
+        self.assertEqual([], _test_paths("books/no_such_module.py"))
+        self.assertEqual(
+            ["tests/unit/nova/books/test_claims.py"],
+            _test_paths("books/claims.py"),
+        )

@@ -15,7 +15,7 @@ from nova.tests.functional import integrated_helpers
 
 from grant_scheduler import conf as gs_conf
 from tests import base as gs_base
-from tests.nova_shared import in_nova as shared
+from tests.nova18_22 import in_nova as shared
 
 CONF = nova_conf.CONF
 

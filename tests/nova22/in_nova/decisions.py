@@ -1,4 +1,4 @@
-"""The request shapes of ``tests/nova_shared/decisions.py`` in Nova 22's
+"""The request shapes of ``tests/nova18_22/decisions.py`` in Nova 22's
 functional framework, with the stock FilterScheduler and with
 grant_scheduler, and the shapes only Nova 22's fake driver can report:
 a host of two nodes, Ironic-style nodes of one custom resource class,
@@ -11,8 +11,8 @@ import uuid
 from nova import context as nova_context
 
 from grant_scheduler import api
+from tests.nova18_22 import decisions
 from tests.nova22.in_nova import base
-from tests.nova_shared import decisions
 
 Decisions = decisions.Decisions
 
