@@ -53,7 +53,7 @@ class Ranker:
     grant's conditional write); a ``Ranker`` decides which of the nodes
     with room are *best*.  This base class ranks most free first with
     ``decision.Spread``; Nova's adapter plugs in Nova's filters and
-    weighers (``nova.view.NovaRanker``).  The scheduler calls it through
+    weighers (``nova.scheduler.ranker.NovaRanker``).  The scheduler calls it through
     the request's ``View``, only as documented here, and a ranker reads
     the view only through ``View``'s public methods.  One ranker serves
     one request.

@@ -45,7 +45,7 @@ their answer too.
 ``[scheduler] max_placement_results`` limits the candidates placement
 returns; with built requests the driver filters and weighs a random
 sample of that many of the nodes with room
-(``placement.GrantingFilterScheduler``), a set placement could have
+(``filter_scheduler.GrantingFilterScheduler``), a set placement could have
 returned, though Nova's HostManager still reads every node.
 """
 
