@@ -53,10 +53,10 @@ class Ranker:
     grant's conditional write); a ``Ranker`` decides which of the nodes
     with room are *best*.  This base class ranks most free first with
     ``decision.Spread``; Nova's adapter plugs in Nova's filters and
-    weighers (``nova.scheduler.ranker.NovaRanker``).  The scheduler calls it through
-    the request's ``View``, only as documented here, and a ranker reads
-    the view only through ``View``'s public methods.  One ranker serves
-    one request.
+    weighers (``nova.scheduler.ranker.NovaRanker``).  The scheduler calls
+    it through the request's ``View``, only as documented here, and a
+    ranker reads the view only through ``View``'s public methods.  One
+    ranker serves one request.
     """
 
     def admits(self, state):

@@ -23,5 +23,7 @@ Beside them, the doors Nova and operators name, whose paths stay:
 and what every process shares: ``service`` (one ``GrantScheduler`` per
 process, built on first use from Nova's configuration, never at import or
 construction, H9), ``outage`` (grant_scheduler's database failing under
-Nova) and ``compat`` (what differs between Nova releases).
+Nova), ``compat`` (what differs between Nova releases: every release
+check is there) and ``amounts`` (what Nova's objects hold, in
+grant_scheduler's amounts).
 """

@@ -18,7 +18,7 @@ from nova.scheduler import filters
 from oslo_log import log as logging
 
 from grant_scheduler import api
-from grant_scheduler.nova import compat
+from grant_scheduler.nova import amounts as nova_amounts
 from grant_scheduler.nova import service
 
 LOG = logging.getLogger(__name__)
@@ -27,10 +27,10 @@ LOG = logging.getLogger(__name__)
 def free_after_grants(host_state, granted, reserved=api.NOTHING):
     """What Nova's HostState has left once ``granted`` is promised away,
     within its allocation ratios and less the host's reserved share
-    (``compat.capacity_of``); what this request has already consumed
+    (``nova_amounts.capacity_of``); what this request has already consumed
     from the HostState counts as used."""
-    capacity = compat.capacity_of(host_state, reserved)
-    used = compat.current_usage(host_state, capacity.reserved)
+    capacity = nova_amounts.capacity_of(host_state, reserved)
+    used = nova_amounts.current_usage(host_state, capacity.reserved)
     return capacity.limit() - used - granted
 
 
@@ -52,7 +52,7 @@ class GrantsFilter(filters.BaseHostFilter):
         # object; a new object is a new request and gets a fresh read.
         if spec_obj is not self._spec:
             self._granted = self._lazy.get().granted_by_node()
-            self._reserved = compat.reserved_from_conf(self._lazy.conf)
+            self._reserved = nova_amounts.reserved_from_conf(self._lazy.conf)
             self._spec = spec_obj
         return self._granted
 
@@ -60,7 +60,7 @@ class GrantsFilter(filters.BaseHostFilter):
         granted = self._granted_for(spec_obj).get(
             (host_state.host, host_state.nodename), api.NOTHING
         )
-        wanted = compat.spec_resources(spec_obj)
+        wanted = nova_amounts.spec_resources(spec_obj)
         free = free_after_grants(host_state, granted, self._reserved)
         short = wanted.exceeded(free)
         if short:

@@ -5,7 +5,7 @@ from unittest import mock
 from nova.scheduler import filters
 
 from grant_scheduler import api
-from grant_scheduler.nova import compat
+from grant_scheduler.nova import amounts as nova_amounts
 from grant_scheduler.nova import filters as gs_filters
 from tests import base
 from tests.nova34 import base as nova_base
@@ -93,7 +93,7 @@ class TestGrantsFilter(nova_base.NovaTestCase, base.TestCase):
 
     def test_free_after_grants(self):
         [state] = [s for s in self.host_states() if s.host == "a"]
-        reserved = compat.reserved_from_conf(nova_base.CONF)
+        reserved = nova_amounts.reserved_from_conf(nova_base.CONF)
         free = gs_filters.free_after_grants(
             state, api.Resources(1, 1000, 10), reserved
         )

@@ -196,6 +196,7 @@ NOVA_FLOORS = (
     # what every process shares
     (
         "grant_scheduler.nova.compat",
+        "grant_scheduler.nova.amounts",
         "grant_scheduler.nova.service",
         "grant_scheduler.nova.outage",
     ),

@@ -14,6 +14,7 @@ instance's flavour is re-checked against usage plus live grants.
 from oslo_log import log as logging
 
 from grant_scheduler import api
+from grant_scheduler.nova import amounts as nova_amounts
 from grant_scheduler.nova import compat
 
 LOG = logging.getLogger(__name__)
@@ -44,7 +45,7 @@ def instance_resources(context, instance, bdms=None, is_bfv=None):
     """
     if is_bfv is None:
         is_bfv = is_volume_backed(context, instance, bdms)
-    return compat.instance_amount(
+    return nova_amounts.instance_amount(
         compat.field(instance, "flavor"), is_bfv=is_bfv, instance=instance
     )
 
@@ -134,4 +135,6 @@ class Amounts:
         )
         if flavor is None:
             flavor = compat.field(instance, "flavor") or instance
-        return compat.instance_amount(flavor, is_bfv=is_bfv, instance=instance)
+        return nova_amounts.instance_amount(
+            flavor, is_bfv=is_bfv, instance=instance
+        )

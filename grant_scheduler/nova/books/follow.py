@@ -39,7 +39,7 @@ from oslo_log import log as logging
 from oslo_service import loopingcall
 
 from grant_scheduler import api
-from grant_scheduler.nova import compat
+from grant_scheduler.nova import amounts as nova_amounts
 from grant_scheduler.nova.books import claims as nova_claims
 
 LOG = logging.getLogger(__name__)
@@ -189,7 +189,7 @@ class GrantFollower:
             for i in objects.InstanceList.get_by_filters(
                 context,
                 {"deleted": False, "uuid": uuids},
-                expected_attrs=compat.amount_attrs(),
+                expected_attrs=nova_amounts.amount_attrs(),
             )
         }
         placed = []

@@ -39,7 +39,7 @@ from nova import objects
 from oslo_log import log as logging
 
 from grant_scheduler import api
-from grant_scheduler.nova import compat
+from grant_scheduler.nova import amounts as nova_amounts
 from grant_scheduler.nova import outage
 from grant_scheduler.nova.books import claims as nova_claims
 
@@ -146,7 +146,7 @@ class NovaRecords:
         instances = objects.InstanceList.get_by_filters(
             context,
             {"deleted": False, "host": hosts},
-            expected_attrs=compat.amount_attrs(),
+            expected_attrs=nova_amounts.amount_attrs(),
         )
         moving = {
             m.instance_uuid: m

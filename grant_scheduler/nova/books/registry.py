@@ -24,7 +24,7 @@ import time
 from oslo_log import log as logging
 
 from grant_scheduler import api
-from grant_scheduler.nova import compat
+from grant_scheduler.nova import amounts as nova_amounts
 
 LOG = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ class RecordCapacities:
         self._reserved = reserved
 
     def of(self, context, host_state):
-        return compat.capacity_of(host_state, self._reserved())
+        return nova_amounts.capacity_of(host_state, self._reserved())
 
     def allocations(self, node_uuid):
         """None: no placement before Nova 17."""
@@ -87,7 +87,9 @@ class PlacementCapacities:
         usage = self._inventory.usage(context, state.node_uuid)
         if usage is None:
             return
-        others = compat.not_below_zero(usage - state.used - state.granted)
+        others = nova_amounts.not_below_zero(
+            usage - state.used - state.granted
+        )
         if others == api.NOTHING:
             self._others.pop(state.node_uuid, None)
         else:
@@ -212,7 +214,9 @@ class NodeRegistry:
             return False
         self._refreshed[state.node_uuid] = now
         capacity = self._capacities().of_node(context, state.node_uuid)
-        if capacity is None or compat.same_capacity(capacity, state.capacity):
+        if capacity is None or nova_amounts.same_capacity(
+            capacity, state.capacity
+        ):
             return False
         return self._report(state, capacity, state.node_uuid)
 
@@ -254,7 +258,7 @@ class NodeRegistry:
                 continue
             capacities.look_again(context, state)
             capacity = capacities.of(context, host_state)
-            if capacity is None or compat.same_capacity(
+            if capacity is None or nova_amounts.same_capacity(
                 capacity, state.capacity
             ):
                 continue

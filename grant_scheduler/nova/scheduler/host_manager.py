@@ -35,6 +35,7 @@ from nova import objects
 from nova.scheduler import host_manager as nova_host_manager
 from oslo_log import log as logging
 
+from grant_scheduler.nova import amounts as nova_amounts
 from grant_scheduler.nova import compat
 from grant_scheduler.nova import outage as outage_module
 from grant_scheduler.nova.books import claims
@@ -46,7 +47,9 @@ LOG = logging.getLogger(__name__)
 def _amount_attrs():
     """An instance's fields its amount is read from: always its flavour
     (13-16 too), and what placement's amount adds."""
-    return ["flavor"] + [a for a in compat.amount_attrs() if a != "flavor"]
+    return ["flavor"] + [
+        a for a in nova_amounts.amount_attrs() if a != "flavor"
+    ]
 
 
 def _nova_db():

@@ -21,6 +21,7 @@ from the manager's periodic task (``run_periodic_tasks``).
 from oslo_log import log as logging
 from oslo_service import periodic_task
 
+from grant_scheduler.nova import amounts as nova_amounts
 from grant_scheduler.nova import compat
 from grant_scheduler.nova import outage as outage_module
 from grant_scheduler.nova import service
@@ -155,7 +156,7 @@ class SchedulerParts:
                 )
             else:
                 self._capacities = registry.RecordCapacities(
-                    lambda: compat.reserved_from_conf(self.conf)
+                    lambda: nova_amounts.reserved_from_conf(self.conf)
                 )
         return self._capacities
 

@@ -16,6 +16,7 @@ refuse`` nothing is placed.
 """
 
 from grant_scheduler import api
+from grant_scheduler.nova import amounts as nova_amounts
 from grant_scheduler.nova import compat
 from grant_scheduler.nova import outage as outage_module
 from grant_scheduler.nova.scheduler import ranker as nova_ranker
@@ -139,7 +140,7 @@ def _request(context, spec_obj, instance_uuids, alternates):
         first = compat.field(spec_obj, "instance_uuid")
         instance_uuids = [first] + [None] * (count - 1)
     return api.Request.build(
-        resources=compat.spec_resources(spec_obj),
+        resources=nova_amounts.spec_resources(spec_obj),
         instance_uuids=instance_uuids,
         request_id=getattr(context, "request_id", None),
         ignore_hosts=compat.field(spec_obj, "ignore_hosts", ()),

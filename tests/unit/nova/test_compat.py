@@ -1,147 +1,98 @@
-"""What an instance holds on its node, as each release counts it
-(``grant_scheduler.nova.compat``); no Nova needed."""
+"""What differs between Nova releases (``grant_scheduler.nova.compat``),
+told apart without Nova: by the shapes each release's interfaces have."""
 
-import types
 import unittest
 from unittest import mock
 
+from oslo_config import cfg
+
 from grant_scheduler import api
 from grant_scheduler.nova import compat
-from tests.unit.nova.books.test_inventory import _flavor
 
 
-class TestPlacementResources(unittest.TestCase):
-    def test_a_plain_flavour(self):
+class _Manager17:
+    """Nova 17 and later: ``get_host_states_by_uuids`` takes the spec."""
+
+    def get_host_states_by_uuids(self, context, compute_uuids, spec_obj):
+        return iter([("by_uuids", compute_uuids, spec_obj)])
+
+    def get_all_host_states(self, context):
+        raise AssertionError("17 and later read by uuids")
+
+
+class _Manager15:
+    """Nova 15 and 16: ``get_host_states_by_uuids`` without the spec."""
+
+    def get_host_states_by_uuids(self, context, compute_uuids):
+        raise AssertionError("15-16 read every host state")
+
+    def get_all_host_states(self, context):
+        return iter([("all",)])
+
+
+class TestHostStates(unittest.TestCase):
+    def test_17_and_later_read_every_node_by_uuids(self):
         self.assertEqual(
-            api.Resources(2, 512, 11),
-            compat.placement_resources(_flavor(2, 512, 10, ephemeral_gb=1)),
+            [("by_uuids", None, "spec")],
+            compat.host_states(_Manager17(), "ctx", "spec"),
         )
 
-    def test_swap_is_disk_in_whole_gb(self):
+    def test_15_and_16_read_every_host_state(self):
         self.assertEqual(
-            api.Resources(1, 128, 7 + 2),
-            compat.placement_resources(_flavor(1, 128, 7, swap=1025)),
+            [("all",)], compat.host_states(_Manager15(), "ctx", "spec")
         )
 
-    def test_a_volume_backed_server_takes_no_root_disk(self):
+
+class TestNovaOption(unittest.TestCase):
+    def conf(self, **defaults):
+        conf = cfg.ConfigOpts()
+        conf.register_opts(
+            [cfg.IntOpt(name, default=v) for name, v in defaults.items()]
+        )
+        conf([])
+        return conf
+
+    def test_13_and_14_names_are_read_from_default(self):
+        conf = self.conf(scheduler_max_attempts=5)
+        self.assertEqual(5, compat.nova_option(conf, "max_attempts"))
+
+    def test_15_and_later_names_come_first(self):
+        conf = self.conf(scheduler_max_attempts=5)
+        conf.register_opts(
+            [cfg.IntOpt("max_attempts", default=2)], "scheduler"
+        )
+        self.assertEqual(2, compat.nova_option(conf, "max_attempts"))
+
+    def test_an_option_no_release_has_gives_the_default(self):
         self.assertEqual(
-            api.Resources(1, 128, 1),
-            compat.placement_resources(
-                _flavor(1, 128, 10, swap=1024), is_bfv=True
-            ),
+            7, compat.nova_option(self.conf(), "host_subset_size", 7)
         )
 
-    def test_an_override_takes_the_flavours_place(self):
-        flavor = _flavor(2, 512, 10, **{"resources:VCPU": "1"})
+
+class TestNoValidHost(unittest.TestCase):
+    def test_without_nova_it_is_ours_with_novas_words(self):
+        with mock.patch.object(compat, "nova_module", lambda name: None):
+            found = compat.no_valid_host(rejected_by="ComputeFilter")
+        self.assertIsInstance(found, api.NoValidHost)
         self.assertEqual(
-            api.Resources(1, 512, 10), compat.placement_resources(flavor)
+            "No valid host was found. There are not enough hosts available.",
+            str(found),
         )
 
-    def test_an_ironic_flavour_takes_its_class_alone(self):
-        flavor = _flavor(
-            4,
-            4096,
-            100,
-            **{
-                "resources:CUSTOM_BAREMETAL_GOLD": "1",
-                "resources:VCPU": "0",
-                "resources:MEMORY_MB": "0",
-                "resources:DISK_GB": "0",
-            },
-        )
+    def test_with_a_filter_the_details_name_it_and_the_message_stays(self):
+        class NovaNoValidHost(Exception):
+            def __init__(self, reason):
+                super().__init__("No valid host was found. %s" % reason)
+
+        module = mock.Mock(NoValidHost=NovaNoValidHost, __name__="nova.x")
+        with mock.patch.object(compat, "nova_module", lambda name: module):
+            plain = compat.no_valid_host()
+            named = compat.no_valid_host(rejected_by="RamFilter")
+        self.assertIs(NovaNoValidHost, type(plain))
+        self.assertIsInstance(named, NovaNoValidHost)
+        self.assertEqual("nova.x", type(named).__module__)
         self.assertEqual(
-            api.Resources(CUSTOM_BAREMETAL_GOLD=1),
-            compat.placement_resources(flavor),
+            "No valid host was found. There are not enough hosts "
+            "available. RamFilter rejected every host that had room.",
+            str(named),
         )
-
-    def test_dedicated_cpus_asked_as_pcpu(self):
-        flavor = _flavor(4, 512, 1, **{"resources:PCPU": "4"})
-        self.assertEqual(
-            api.Resources(0, 512, 1, PCPU=4),
-            compat.placement_resources(flavor),
-        )
-
-    def test_dedicated_cpus_by_policy_are_pcpu_from_nova_20(self):
-        pinned = _flavor(4, 512, 1, **{"hw:cpu_policy": "dedicated"})
-        isolated = _flavor(
-            4,
-            512,
-            1,
-            **{
-                "hw:cpu_policy": "dedicated",
-                "hw:emulator_threads_policy": "isolate",
-            },
-        )
-        with mock.patch.object(compat, "release", lambda: 22):
-            self.assertEqual(
-                api.Resources(0, 512, 1, PCPU=4),
-                compat.placement_resources(pinned),
-            )
-            self.assertEqual(
-                api.Resources(0, 512, 1, PCPU=5),
-                compat.placement_resources(isolated),
-            )
-        # Before Train placement had no PCPU: pinned vCPUs are VCPU.
-        with mock.patch.object(compat, "release", lambda: 19):
-            self.assertEqual(
-                api.Resources(4, 512, 1), compat.placement_resources(pinned)
-            )
-
-    def test_dedicated_cpus_by_the_images_policy_are_pcpu(self):
-        flavor = _flavor(4, 512, 1)
-        shared = _flavor(4, 512, 1, **{"hw:cpu_policy": "shared"})
-        instance = types.SimpleNamespace(
-            system_metadata={"image_hw_cpu_policy": "dedicated"}
-        )
-        in_placement = mock.patch.object(
-            compat, "claims_in_placement", lambda: True
-        )
-        in_placement.start()
-        self.addCleanup(in_placement.stop)
-        with mock.patch.object(compat, "release", lambda: 22):
-            self.assertEqual(
-                api.Resources(0, 512, 1, PCPU=4),
-                compat.instance_amount(flavor, instance=instance),
-            )
-            # The flavour's own policy comes first.
-            self.assertEqual(
-                api.Resources(4, 512, 1),
-                compat.instance_amount(shared, instance=instance),
-            )
-            # Not loaded: never read lazily.
-            self.assertEqual(
-                api.Resources(4, 512, 1),
-                compat.instance_amount(
-                    flavor, instance=types.SimpleNamespace()
-                ),
-            )
-            self.assertIn("system_metadata", compat.amount_attrs())
-        with mock.patch.object(compat, "release", lambda: 19):
-            self.assertEqual(
-                api.Resources(4, 512, 1),
-                compat.instance_amount(flavor, instance=instance),
-            )
-            self.assertNotIn("system_metadata", compat.amount_attrs())
-
-    def test_a_numbered_group_is_not_the_nodes(self):
-        flavor = _flavor(2, 512, 1, **{"resources1:VCPU": "1"})
-        self.assertEqual(
-            api.Resources(2, 512, 1), compat.placement_resources(flavor)
-        )
-
-    def test_before_placement_a_flavour_is_counted_as_its_record(self):
-        flavor = _flavor(2, 512, 10, swap=2048, **{"resources:VCPU": "1"})
-        with mock.patch.object(compat, "claims_in_placement", lambda: False):
-            self.assertEqual(
-                api.Resources(2, 512, 10), compat.instance_amount(flavor)
-            )
-            self.assertEqual([], compat.amount_attrs())
-
-    def test_with_placement_a_flavour_is_counted_as_placement_counts_it(self):
-        flavor = _flavor(2, 512, 10, swap=2048, **{"resources:VCPU": "1"})
-        with mock.patch.object(compat, "claims_in_placement", lambda: True):
-            self.assertEqual(
-                api.Resources(1, 512, 12), compat.instance_amount(flavor)
-            )
-            with mock.patch.object(compat, "release", lambda: 19):
-                self.assertEqual(["flavor"], compat.amount_attrs())
