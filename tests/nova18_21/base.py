@@ -19,7 +19,6 @@ import uuid
 import eventlet
 from nova import conf as nova_conf
 from nova import context as nova_context
-from nova import objects
 from nova.tests.functional import integrated_helpers
 
 from grant_scheduler import conf as gs_conf
@@ -44,7 +43,7 @@ FLAVOR = shared.FLAVOR
 SLOTS_PER_HOST = shared.SLOTS_PER_HOST
 COMPUTE_DRIVER = shared.register_test_drivers(TEST_DRIVERS)
 # wait_for's default: the server's host does not matter.
-ANY_HOST = object()
+ANY_HOST = shared.ANY_HOST
 
 
 class GrantsTestBase(
@@ -81,22 +80,6 @@ class GrantsTestBase(
             self._start_compute(host)
         self.flavor_id = self.create_flavor(**FLAVOR)
 
-    def create_flavor(self, vcpu, memory_mb, disk, ephemeral):
-        flavor_id = str(uuid.uuid4())
-        self.admin_api.post_flavor(
-            {
-                "flavor": {
-                    "name": "gs-" + flavor_id[:8],
-                    "id": flavor_id,
-                    "ram": memory_mb,
-                    "vcpus": vcpu,
-                    "disk": disk,
-                    "OS-FLV-EXT-DATA:ephemeral": ephemeral,
-                }
-            }
-        )
-        return flavor_id
-
     @property
     def placement_client(self):
         return self.placement_api
@@ -113,34 +96,8 @@ class GrantsTestBase(
         body.update(extra)
         return self.api.post_server({"server": body})
 
-    def wait_for(self, server, states, tries=60, host=ANY_HOST):
-        """``server`` once its status is one of ``states`` (and its task
-        state is None, and its host is ``host`` when one is given), else
-        fail."""
-        states = (states,) if isinstance(states, str) else states
-        for _ in range(tries):
-            found = self.api.get_server(server["id"])
-            if (
-                found["status"] in states
-                and found.get("OS-EXT-STS:task_state") is None
-                and host in (ANY_HOST, found.get("OS-EXT-SRV-ATTR:host"))
-            ):
-                return found
-            eventlet.sleep(0.25)
-        self.fail(
-            "server %s did not reach %s: %s" % (server["id"], states, found)
-        )
-
     def boot(self, expected_state="ACTIVE", **extra):
         return self.wait_for(self.post_server(**extra), expected_state)
-
-    def delete(self, server):
-        self.api.delete_server(server["id"])
-        for _ in range(60):
-            if server["id"] not in [s["id"] for s in self.api.get_servers()]:
-                return
-            eventlet.sleep(0.25)
-        self.fail("server %s was not deleted" % server["id"])
 
     def eventually(self, expected, read, tries=40):
         """Assert that ``read()`` comes to equal ``expected`` (what a
@@ -152,46 +109,6 @@ class GrantsTestBase(
                 return
             eventlet.sleep(0.25)
         self.assertEqual(expected, found)
-
-    def nova_over_capacity(self):
-        """Compute nodes whose usage in Nova's own records (the resource
-        tracker's compute node rows, refreshed by its periodic task)
-        exceeds ``total x allocation ratio`` (RAM and disk after the
-        reserved part, which the tracker counts as used)."""
-        self._run_periodics()
-        ctxt = nova_context.get_admin_context()
-        over = []
-        for cell in objects.CellMappingList.get_all(ctxt):
-            if cell.uuid == objects.CellMapping.CELL0_UUID:
-                continue
-            with nova_context.target_cell(ctxt, cell) as cctxt:
-                for node in objects.ComputeNodeList.get_all(cctxt):
-                    checks = (
-                        (
-                            "vcpus",
-                            node.vcpus_used,
-                            node.vcpus,
-                            node.cpu_allocation_ratio,
-                        ),
-                        (
-                            "memory_mb",
-                            node.memory_mb_used,
-                            node.memory_mb,
-                            node.ram_allocation_ratio,
-                        ),
-                        (
-                            "local_gb",
-                            node.local_gb_used,
-                            node.local_gb,
-                            node.disk_allocation_ratio,
-                        ),
-                    )
-                    for name, used, total, ratio in checks:
-                        if used > total * (ratio or 1.0):
-                            over.append(
-                                (node.hypervisor_hostname, name, used, total)
-                            )
-        return over
 
     def _run_periodics(self):
         ctxt = nova_context.get_admin_context()

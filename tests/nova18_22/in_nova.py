@@ -20,6 +20,8 @@ from grant_scheduler import api
 
 FLAVOR = {"vcpu": 1, "memory_mb": 1024, "disk": 10, "ephemeral": 0}
 SLOTS_PER_HOST = 2
+# wait_for's default: the server's host does not matter.
+ANY_HOST = object()
 
 
 class DiskFakeDriver(fake_virt.FakeDriver):
@@ -63,7 +65,10 @@ def register_test_drivers(name):
 
 class GrantsHelpers:
     """Mixed into a ``GrantsTestBase`` with ``scheduler`` (the scheduler
-    service), ``HOSTS`` and ``post_server``."""
+    service), ``HOSTS``, ``post_server``, ``api`` (an admin's in every
+    release: Nova 22's ``ADMIN_API``, which then sets no ``admin_api``;
+    ``ProviderUsageBaseTestCase``'s in 18-21) and ``_run_periodics``
+    (Nova 22's own; 18-21's base has its own)."""
 
     HOSTS = ("host1", "host2")
 
@@ -221,6 +226,48 @@ class GrantsHelpers:
 
     # -- servers through the API -----------------------------------------
 
+    def create_flavor(self, vcpu, memory_mb, disk, ephemeral):
+        flavor_id = str(uuid.uuid4())
+        self.api.post_flavor(
+            {
+                "flavor": {
+                    "name": "gs-" + flavor_id[:8],
+                    "id": flavor_id,
+                    "ram": memory_mb,
+                    "vcpus": vcpu,
+                    "disk": disk,
+                    "OS-FLV-EXT-DATA:ephemeral": ephemeral,
+                }
+            }
+        )
+        return flavor_id
+
+    def wait_for(self, server, states, tries=60, host=ANY_HOST):
+        """``server`` once its status is one of ``states`` (and its task
+        state is None, and its host is ``host`` when one is given), else
+        fail."""
+        states = (states,) if isinstance(states, str) else states
+        for _ in range(tries):
+            found = self.api.get_server(server["id"])
+            if (
+                found["status"] in states
+                and found.get("OS-EXT-STS:task_state") is None
+                and host in (ANY_HOST, found.get("OS-EXT-SRV-ATTR:host"))
+            ):
+                return found
+            eventlet.sleep(0.25)
+        self.fail(
+            "server %s did not reach %s: %s" % (server["id"], states, found)
+        )
+
+    def delete(self, server):
+        self.api.delete_server(server["id"])
+        for _ in range(60):
+            if server["id"] not in [s["id"] for s in self.api.get_servers()]:
+                return
+            eventlet.sleep(0.25)
+        self.fail("server %s was not deleted" % server["id"])
+
     def wait_for_all(self, status, count, polls=80, pause=0.25):
         """Every server, once there are ``count`` and all are ``status``."""
         for _ in range(polls):
@@ -318,6 +365,49 @@ class GrantsHelpers:
                 total[1] += flavor["ram"]
                 total[2] += flavor["disk"] + flavor["ephemeral"]
         return tuple(total)
+
+    def nova_over_capacity(self):
+        """Compute nodes whose usage in Nova's own records (the resource
+        tracker's compute node rows, refreshed first by its periodic task
+        on every compute: the base's ``_run_periodics``) exceeds ``total
+        x allocation ratio`` (RAM and disk after the reserved part, which
+        the tracker counts as used)."""
+        from nova import objects
+
+        self._run_periodics()
+        ctxt = nova_context.get_admin_context()
+        over = []
+        for cell in objects.CellMappingList.get_all(ctxt):
+            if cell.uuid == objects.CellMapping.CELL0_UUID:
+                continue
+            with nova_context.target_cell(ctxt, cell) as cctxt:
+                for node in objects.ComputeNodeList.get_all(cctxt):
+                    checks = (
+                        (
+                            "vcpus",
+                            node.vcpus_used,
+                            node.vcpus,
+                            node.cpu_allocation_ratio,
+                        ),
+                        (
+                            "memory_mb",
+                            node.memory_mb_used,
+                            node.memory_mb,
+                            node.ram_allocation_ratio,
+                        ),
+                        (
+                            "local_gb",
+                            node.local_gb_used,
+                            node.local_gb,
+                            node.disk_allocation_ratio,
+                        ),
+                    )
+                    for name, used, total, ratio in checks:
+                        if used > total * (ratio or 1.0):
+                            over.append(
+                                (node.hypervisor_hostname, name, used, total)
+                            )
+        return over
 
     # -- placement's records ----------------------------------------------
 
