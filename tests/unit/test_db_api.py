@@ -98,7 +98,9 @@ class TestSQLiteWriterLock(base.DatabaseTestCase, base.TestCase):
 
             def read():
                 with self.db.reader() as inner:
-                    done.append(inner.execute(models.hosts.select()).all())
+                    done.append(
+                        inner.execute(models.hosts.select()).fetchall()
+                    )
 
             # NOTE: run in the writer's context (as a call from inside its
             # block is), on a thread of its own so a wait cannot hang here.
