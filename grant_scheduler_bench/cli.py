@@ -364,7 +364,17 @@ def main(argv=None):
         return 2
     p = parser()
     args = p.parse_args(argv)
+    chosen = args.strategies
     _validate(p, args)
+    left_out = placement_api.missing() if chosen is None else None
+    if left_out:
+        # NOTE: the default run goes on without the real service, and
+        # says so.
+        print(
+            "grant-scheduler-bench: %s is left out: %s"
+            % (placement_api.NAME, left_out),
+            file=sys.stderr,
+        )
     with tempfile.TemporaryDirectory() as scratch:
         url = args.db or "sqlite:///%s" % os.path.join(scratch, "bench.sqlite")
         try:

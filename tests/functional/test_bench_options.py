@@ -106,8 +106,21 @@ class BenchOptions(base.TestCase):
         )
         line = self.rejected("--strategies", "grants,placement-api")
         self.assertIn("pip install '.[placement]'", line)
-        # ...and the default run leaves it out.
+        # ...and the default run leaves it out, and says so.
         self.assertNotIn("placement-api", bench.default_strategies())
+        err = io.StringIO()
+        self.useFixture(
+            fixtures.MockPatchObject(bench, "_run_all", lambda *a: ([], {}))
+        )
+        with (
+            contextlib.redirect_stderr(err),
+            contextlib.redirect_stdout(io.StringIO()),
+        ):
+            bench.main([])
+        self.assertIn(
+            "placement-api is left out: %s" % placement_api.INSTALL_HINT,
+            err.getvalue(),
+        )
 
     def test_default_run_includes_placement_api_when_installed(self):
         self.useFixture(

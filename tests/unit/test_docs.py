@@ -65,6 +65,14 @@ class TestReadme(base.TestCase):
         ]
         self.assertEqual([commands[0]], ci)
 
+    def test_the_main_job_runs_the_real_placement_service(self):
+        fresh = section(read("README.rst"), "On a fresh machine")
+        [main] = [b for b in literal_blocks(fresh) if "_bench" in b]
+        self.assertIn("'.[bench,placement]'", main)
+        setup = configparser.ConfigParser(interpolation=None)
+        setup.read_string(read("setup.cfg"))
+        self.assertIn("openstack-placement", setup.get("extras", "placement"))
+
     def test_nova_conf_lines_are_the_sample_s(self):
         block = literal_blocks(section(read("README.rst"), "In nova.conf"))[0]
         readme = configparser.ConfigParser(interpolation=None)
