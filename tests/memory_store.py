@@ -564,9 +564,9 @@ class MemoryStore(storage.Store):
                     ),
                 )
             if grant is None and resources is None and amount_of is not None:
-                # The database store asks it after a first transaction
-                # that found no grant, and a repeated claim there: the
-                # first claim, nothing asked.
+                # As the database store: asked in the claim's transaction
+                # once no grant is found, and not for a repeated claim
+                # (it answers with the first claim).
                 if self._existing(uuid, build.host, build.node) is not None:
                     raise _AlreadyClaimed()
                 resources = amount_of()
