@@ -242,13 +242,20 @@ class ResizeToAnotherHost(Books):
         super().setUp()
         self.bigger = self.create_flavor(**BIGGER)
 
-    def test_resize_confirm_and_revert(self):
+    def resized_away(self):
+        """A server booted, then resized to the bigger flavour on another
+        host and waiting there: ``(server, source, target)``, the books
+        checked at each step."""
         server = self.boot_and_agree()
         source = server["OS-EXT-SRV-ATTR:host"]
         server = self.resize(server, self.bigger)
         self.reconcile()
         target = self.assert_move_waits(server, source, SMALL, BIG)
         self.assert_books_agree()
+        return server, source, target
+
+    def test_resize_confirm_and_revert(self):
+        server, source, target = self.resized_away()
         server = self.confirm(server)
         self.step()
         self.assertEqual({}, self.claimed(source))
@@ -268,12 +275,7 @@ class ResizeToAnotherHost(Books):
         self.assertEqual({}, self.claimed(source))
 
     def test_resize_to_another_host_and_revert(self):
-        server = self.boot_and_agree()
-        source = server["OS-EXT-SRV-ATTR:host"]
-        server = self.resize(server, self.bigger)
-        self.reconcile()
-        target = self.assert_move_waits(server, source, SMALL, BIG)
-        self.assert_books_agree()
+        server, source, target = self.resized_away()
         server = self.revert(server)
         self.step()
         self.assertEqual(source, server["OS-EXT-SRV-ATTR:host"])
