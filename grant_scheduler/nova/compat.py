@@ -9,6 +9,7 @@ installed.
 """
 
 import dataclasses
+import functools
 import importlib
 import inspect
 
@@ -122,7 +123,10 @@ def nova_option(conf, key, default=None):
     return default
 
 
+@functools.lru_cache(maxsize=None)
 def _parameters(function):
+    """``function``'s parameters, read once per function (a request's
+    path asks again for every request)."""
     try:
         return inspect.signature(function).parameters
     except (TypeError, ValueError):
