@@ -157,12 +157,10 @@ class HostManager(gs_host_manager.GrantsHostManager):
     def _init_instance_info(self, computes_by_cell=None):
         pass
 
-    def _get_computes_for_cells(self, context, cells, compute_uuids=None):
+    def _read_computes(self, context, cells):
         # NOTE: copies, as each read of Nova's database makes new objects.
         nodes = [
-            copy.copy(node)
-            for _, node in sorted(self.cloud.nodes.items())
-            if compute_uuids is None or node.uuid in compute_uuids
+            copy.copy(node) for _, node in sorted(self.cloud.nodes.items())
         ]
         services = {h: copy.copy(s) for h, s in self.cloud.services.items()}
         return {CELL_UUID: nodes}, services

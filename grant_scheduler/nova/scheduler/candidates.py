@@ -44,9 +44,10 @@ their answer too.
 
 ``[scheduler] max_placement_results`` limits the candidates placement
 returns; with built requests the driver filters and weighs a random
-sample of that many of the nodes with room
-(``filter_scheduler.GrantingFilterScheduler``), a set placement could have
-returned, though Nova's HostManager still reads every node.
+sample of that many of the nodes with room, which is all Nova's
+HostManager copies into HostStates (``host_manager.Sample``): a set
+placement could have returned.  Once placement's candidates are fetched,
+their provider summaries name the nodes, as for the stock scheduler.
 """
 
 import collections
@@ -99,7 +100,7 @@ class BuiltRequests:
         """
         :param amounts: ``{resource class: amount}`` of one instance.
         :param fetch: ``f()`` giving placement's candidates by provider
-            uuid (empty when there are none).
+            uuid (empty when there are none) and its provider summaries.
         :param admits: ``f(rp_uuid)``, False for a node known to have no
             room (as placement leaves out a full provider: the books'
             usage and what placement holds there for consumers the books
@@ -118,6 +119,7 @@ class BuiltRequests:
         self._now = now
         self._alternates = None
         self._fetched = None
+        self._summaries = None
         self._refused = False
         self._built = {}
         self._passed_over = False
@@ -218,9 +220,17 @@ class BuiltRequests:
             self._built[rp_uuid] = built
         return built
 
+    @property
+    def summaries(self):
+        """Placement's provider summaries, once its candidates are
+        fetched (what the manager passes the stock scheduler), else
+        None."""
+        self._candidates()
+        return self._summaries
+
     def _candidates(self):
         if self._refused and self._fetched is None:
-            self._fetched = self._fetch()
+            self._fetched, self._summaries = self._fetch()
         return self._fetched
 
 
@@ -275,7 +285,7 @@ class Candidates:
         if amounts is not None:
             requests = BuiltRequests(
                 amounts,
-                lambda: self._fetch(context, spec_obj, resources, True)[0],
+                lambda: self._fetch(context, spec_obj, resources, True)[:2],
                 self._admits(amounts),
                 self._now(context, amounts, arrived),
             )

@@ -36,7 +36,6 @@ Only imported when Nova 17-22 is.
 """
 
 import dataclasses
-import random
 import threading
 import time
 
@@ -51,6 +50,7 @@ from grant_scheduler import api
 from grant_scheduler.nova import compat
 from grant_scheduler.nova import outage as outage_module
 from grant_scheduler.nova.scheduler import candidates
+from grant_scheduler.nova.scheduler import host_manager as gs_host_manager
 
 LOG = logging.getLogger(__name__)
 
@@ -436,14 +436,36 @@ class GrantingFilterScheduler(filter_scheduler.FilterScheduler):
         """Nova's HostStates; a node grant_scheduler has not seen yet is
         registered first, so its grant can be decided.
 
-        With built requests, only the nodes placement would have offered
-        (``BuiltRequests.offers``), at most ``[scheduler]
-        max_placement_results`` of them, are filtered and weighed, as the
-        manager's provider summaries limit the stock scheduler's: Nova's
-        weighers normalise over the hosts they are given."""
-        host_states = list(
-            super()._get_all_host_states(context, spec_obj, provider_summaries)
-        )
+        With built requests, the nodes are those placement would have
+        offered (``BuiltRequests.offers``): at most ``[scheduler]
+        max_placement_results`` of them drawn at random
+        (``host_manager.Sample``) while the books decide, placement's
+        own candidates (its provider summaries, as the manager passes
+        them to the stock scheduler) once they are fetched.  So a request
+        filters and weighs a bounded set of nodes, one stock could have
+        been given: Nova's weighers normalise over the hosts they get.
+        """
+        requests = getattr(self._local, "requests", None)
+        built = isinstance(requests, candidates.BuiltRequests)
+        if built and not requests.refused:
+            host_states = list(
+                self.host_manager.get_host_states_by_uuids(
+                    context,
+                    gs_host_manager.Sample(
+                        requests.offers,
+                        nova_conf.CONF.scheduler.max_placement_results,
+                    ),
+                    spec_obj,
+                )
+            )
+        else:
+            if built:
+                provider_summaries = requests.summaries
+            host_states = list(
+                super()._get_all_host_states(
+                    context, spec_obj, provider_summaries
+                )
+            )
         outage = self._grants.outage
         if outage.usable():
             try:
@@ -452,14 +474,8 @@ class GrantingFilterScheduler(filter_scheduler.FilterScheduler):
                 )
             except outage_module.FAILURES as exc:
                 outage.failed(exc, "registering compute nodes")
-        requests = getattr(self._local, "requests", None)
-        if isinstance(requests, candidates.BuiltRequests):
+        if built and requests.refused:
+            # NOTE(placement): placement's candidates, fetched while the
+            # sample was drawn (a node whose own provider lacks a class).
             host_states = [h for h in host_states if requests.offers(h.uuid)]
-            # NOTE(placement): placement returns at most this many
-            # candidates, in an order of its own (a set's in some
-            # releases, shuffled with randomize_allocation_candidates):
-            # a random sample is a set of nodes it could have returned.
-            limit = nova_conf.CONF.scheduler.max_placement_results
-            if len(host_states) > limit:
-                host_states = random.sample(host_states, limit)
         return host_states

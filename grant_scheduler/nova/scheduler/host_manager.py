@@ -16,20 +16,28 @@ with five additions:
 * ``get_filtered_hosts`` remembers, per request, which of Nova's enabled
   filters removed the last hosts (``rejected_by``, looked for once, when
   the request ends in NoValidHost);
-* Nova's read of every compute node and compute service per request is
-  kept, but Nova's objects and HostStates are rebuilt only for the rows
-  that changed since the previous request (``_Computes``): each request
-  gets its own copies of HostStates that are otherwise kept between
-  requests, with the aggregates of that moment and Nova's own instances
-  map of the host, as Nova builds them.
+* Nova's read of every compute node and compute service per request
+  becomes a read of the rows that changed (``computes.CellComputes``),
+  and Nova's objects and HostStates are rebuilt only for those: each
+  request gets its own copies of HostStates that are otherwise kept
+  between requests, with the aggregates of that moment and Nova's own
+  instances map of the host, as Nova builds them;
+* ``get_host_states_by_uuids`` also takes a ``Sample`` for its uuids:
+  at most ``[scheduler] max_placement_results`` nodes with room, drawn
+  at random, as placement's candidates bound the stock scheduler's
+  (``filter_scheduler.GrantingFilterScheduler``), so a request copies,
+  filters and weighs a bounded number of HostStates however large the
+  cloud.
 
 Only imported when Nova is.
 """
 
 import copy
+import random
 import threading
 import weakref
 
+from nova import conf as nova_conf
 from nova import context as nova_context
 from nova import objects
 from nova.scheduler import host_manager as nova_host_manager
@@ -40,6 +48,7 @@ from grant_scheduler.nova import compat
 from grant_scheduler.nova import outage as outage_module
 from grant_scheduler.nova.books import claims
 from grant_scheduler.nova.books import instance_info
+from grant_scheduler.nova.scheduler import computes as computes_module
 
 LOG = logging.getLogger(__name__)
 
@@ -52,82 +61,68 @@ def _amount_attrs():
     ]
 
 
-def _nova_db():
-    """Nova's database API (``nova.db.main.api`` from 2023.1 on)."""
-    try:
-        from nova.db.main import api
-    except ImportError:
-        from nova.db import api
-    return api
+class Sample:
+    """``compute_uuids`` for Nova's ``get_host_states_by_uuids`` that
+    names no uuid but a rule: at most ``limit`` of the nodes ``offers``
+    admits, drawn in random order from every node read.
 
-
-class _Computes:
-    """One cell's compute nodes and compute services as Nova's objects,
-    kept between requests.
-
-    Every read is Nova's own (every row of both tables, as Nova's
-    HostManager reads them per request); a row equal to the one last read
-    keeps its object, so only the rows that changed are turned into
-    objects again.  Rows compare whole, so no change is missed, whatever
-    the clocks that stamped them; a deleted row is no longer read and its
-    object goes.
+    This is what placement returns to the stock scheduler as its
+    candidates with ``[scheduler] max_placement_results`` set to
+    ``limit`` and ``randomize_allocation_candidates`` on: a random subset
+    of the providers with room.  Without that option placement returns
+    the first ``limit`` in the order of its own query, which sends every
+    scheduler's requests to the same nodes while they have room; the
+    random draw is a set placement could have returned either way and
+    spreads concurrent requests, as Nova's documentation advises for
+    large clouds.
     """
 
-    def __init__(self):
-        self._nodes = {}
-        """``{compute node id: (row, ComputeNode)}``."""
-        self._services = {}
-        """``{service id: (columns, Service)}``."""
+    def __init__(self, offers, limit, rng=None):
+        """
+        :param offers: ``f(node uuid)``, True for a node with room.
+        :param limit: at most this many nodes.
+        :param rng: ``random.Random`` (tests).
+        """
+        self._offers = offers
+        self._limit = limit
+        self._rng = rng or random
 
-    def read(self, cctxt, compute_uuids=None):
-        """``(compute nodes, services by host)`` of the cell, the nodes
-        restricted to ``compute_uuids`` when given."""
-        db = _nova_db()
-        nodes = {}
-        for row in db.compute_node_get_all(cctxt):
-            row = dict(row)
-            kept = self._nodes.get(row["id"])
-            if kept is None or kept[0] != row:
-                node = objects.ComputeNode._from_db_object(
-                    cctxt, objects.ComputeNode(cctxt), dict(row)
-                )
-                kept = (row, node)
-            nodes[row["id"]] = kept
-        self._nodes = nodes
-        services = {}
-        for db_service in db.service_get_all_by_binary(
-            cctxt, "nova-compute", include_disabled=True
-        ):
-            columns = tuple(
-                getattr(db_service, c.name)
-                for c in db_service.__table__.columns
-            )
-            kept = self._services.get(db_service.id)
-            if kept is None or kept[0] != columns:
-                service = objects.Service._from_db_object(
-                    cctxt, objects.Service(cctxt), db_service
-                )
-                kept = (columns, service)
-            services[db_service.id] = kept
-        self._services = services
-        wanted = None if compute_uuids is None else set(compute_uuids)
-        return (
-            [
-                node
-                for _row, node in nodes.values()
-                if wanted is None or node.uuid in wanted
-            ],
-            [service for _columns, service in services.values()],
-        )
+    def choose(self, compute_nodes):
+        """``{cell uuid: [ComputeNode]}`` of the chosen nodes, from every
+        cell's nodes: nodes are drawn one at a time (a partial shuffle)
+        until ``limit`` are admitted, so only as many are judged as it
+        takes."""
+        pool = [
+            (cell_uuid, node)
+            for cell_uuid, nodes in compute_nodes.items()
+            for node in nodes
+        ]
+        chosen = {cell_uuid: [] for cell_uuid in compute_nodes}
+        taken = 0
+        for i in range(len(pool)):
+            if taken >= self._limit:
+                break
+            j = self._rng.randrange(i, len(pool))
+            pool[i], pool[j] = pool[j], pool[i]
+            cell_uuid, node = pool[i]
+            if self._offers(node.uuid):
+                chosen[cell_uuid].append(node)
+                taken += 1
+        return chosen
 
-    def __len__(self):
-        """How many compute nodes the last read found."""
-        return len(self._nodes)
 
-    def holds(self, node):
-        """Whether ``node`` is the object kept for its row (its row was
-        there, unchanged since, at the last read)."""
-        return self._nodes.get(node.id, (None, None))[1] is node
+def _among(compute_nodes, compute_uuids):
+    """``compute_nodes`` restricted as Nova restricts them to
+    ``compute_uuids`` (a list, or a ``Sample``)."""
+    if compute_uuids is None:
+        return compute_nodes
+    if isinstance(compute_uuids, Sample):
+        return compute_uuids.choose(compute_nodes)
+    wanted = set(compute_uuids)
+    return {
+        cell_uuid: [node for node in nodes if node.uuid in wanted]
+        for cell_uuid, nodes in compute_nodes.items()
+    }
 
 
 class _PrivateHostState(nova_host_manager.HostState):
@@ -154,7 +149,12 @@ class GrantsHostManager(nova_host_manager.HostManager):
     host_state_cls = _PrivateHostState
 
     def __init__(
-        self, grant_scheduler, nodes_of_host, outage=None, allocations=None
+        self,
+        grant_scheduler,
+        nodes_of_host,
+        outage=None,
+        allocations=None,
+        timing=None,
     ):
         """
         :param grant_scheduler: ``f()`` giving the ``GrantScheduler``.
@@ -170,8 +170,9 @@ class GrantsHostManager(nova_host_manager.HostManager):
             grant_scheduler, nodes_of_host, allocations
         )
         self._rejected_by = weakref.WeakKeyDictionary()
+        self._timing = timing or computes_module.Timing.of(nova_conf.CONF)
         self._computes = {}
-        """``{cell uuid: _Computes}``."""
+        """``{cell uuid: computes.CellComputes}``."""
         self._kept = {}
         """``{(host, node): (HostState, ComputeNode, Service)}``."""
         self._kept_lock = threading.Lock()
@@ -180,20 +181,29 @@ class GrantsHostManager(nova_host_manager.HostManager):
     # -- Nova's compute nodes and services, rebuilt where they changed -------
 
     def _get_computes_for_cells(self, context, cells, compute_uuids=None):
-        """Nova's ``(compute nodes by cell uuid, services by host)``, read
-        as Nova reads them; objects only for the rows that changed."""
+        """Nova's ``(compute nodes by cell uuid, services by host)``, of
+        the nodes among ``compute_uuids`` (a list as Nova passes it, or a
+        ``Sample``)."""
+        compute_nodes, services = self._read_computes(context, cells)
+        return _among(compute_nodes, compute_uuids), services
+
+    def _read_computes(self, context, cells):
+        """Every compute node by cell uuid and every service by host, as
+        Nova's own read would find them; only the rows that changed are
+        read (``computes.CellComputes``)."""
         compute_nodes = {}
         services = {}
         for cell in cells:
             try:
                 with nova_context.target_cell(context, cell) as cctxt:
                     with self._kept_lock:
-                        computes = self._computes.setdefault(
-                            cell.uuid, _Computes()
-                        )
-                        nodes, cell_services = computes.read(
-                            cctxt, compute_uuids
-                        )
+                        computes = self._computes.get(cell.uuid)
+                        if computes is None:
+                            computes = computes_module.CellComputes(
+                                self._timing
+                            )
+                            self._computes[cell.uuid] = computes
+                        nodes, cell_services = computes.read(cctxt)
             except Exception:  # noqa: BLE001 - as Nova: skip the cell
                 LOG.warning(
                     "Failed to get computes for cell %s",

@@ -177,6 +177,7 @@ class SchedulerParts:
             if not compat.have_nova():
                 self._host_manager = StandaloneHostManager()
             else:
+                from grant_scheduler.nova.scheduler import computes
                 from grant_scheduler.nova.scheduler import host_manager
 
                 self._warn_without_instance_info()
@@ -185,6 +186,7 @@ class SchedulerParts:
                     self.nodes_of_host,
                     outage=lambda: self.outage,
                     allocations=self.allocations,
+                    timing=computes.Timing.of(self.conf),
                 )
         return self._host_manager
 

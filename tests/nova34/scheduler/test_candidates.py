@@ -41,7 +41,7 @@ class TestBuiltRequests(unittest.TestCase):
 
         def fetch():
             self.fetches.append(1)
-            return self.fetched
+            return self.fetched, {rp: {} for rp in self.fetched}
 
         self.requests = candidates.BuiltRequests(AMOUNTS, fetch)
 
@@ -80,6 +80,15 @@ class TestBuiltRequests(unittest.TestCase):
         self.assertEqual(self.fetched["rp-b"], self.requests.get("rp-b"))
         self.assertIsNone(self.requests.get("rp-unknown"))
 
+    def test_placements_summaries_once_fetched_and_none_before(self):
+        # The stock scheduler's host manager reads the nodes placement's
+        # summaries name; so does the driver's once they are fetched.
+        self.assertIsNone(self.requests.summaries)
+        self.assertEqual([], self.fetches)
+        self.requests.refuse("rp-a")
+        self.assertEqual({"rp-b": {}}, self.requests.summaries)
+        self.assertEqual([1], self.fetches)
+
     def test_a_node_not_admitted_has_no_request(self):
         requests = candidates.BuiltRequests(
             AMOUNTS, self.fail, admits=lambda rp_uuid: rp_uuid != "rp-full"
@@ -94,7 +103,7 @@ class TestBuiltRequests(unittest.TestCase):
         # candidates decide the request from the first node on.
         requests = candidates.BuiltRequests(
             AMOUNTS,
-            lambda: self.fetches.append(1) or self.fetched,
+            lambda: self.fetches.append(1) or (self.fetched, {}),
             admits=lambda rp_uuid: None,
         )
         self.assertNotIn("rp-a", requests)
@@ -140,7 +149,7 @@ class TestBuiltRequests(unittest.TestCase):
 
     def test_alternates_from_placements_candidates_ask_nothing_more(self):
         requests = candidates.BuiltRequests(
-            AMOUNTS, lambda: self.fetched, now=self.fail
+            AMOUNTS, lambda: (self.fetched, {}), now=self.fail
         )
         requests.refuse("rp-a")
         requests.choosing_alternates()
@@ -184,7 +193,7 @@ class TestBuiltRequests(unittest.TestCase):
 def BuiltRequestsOf(found, amounts):
     """The ``BuiltRequests`` ``found`` makes for ``amounts``."""
     return candidates.BuiltRequests(
-        amounts, lambda: {}, found._admits(amounts)
+        amounts, lambda: ({}, {}), found._admits(amounts)
     )
 
 

@@ -1,0 +1,289 @@
+"""Nova's compute node and compute service rows, read as they change.
+
+Nova's HostManager reads every compute node and every compute service
+row of every cell for each request: at 10,000 nodes that read alone is
+seconds.  ``CellComputes`` keeps one cell's rows, and Nova's objects made
+from them, between requests, and reads per request only what changed:
+
+* **Compute nodes**: the rows whose ``updated_at``, ``created_at`` or
+  ``deleted_at`` is at or after the previous read's mark, less an overlap
+  (``[grant_scheduler] view_overlap``, at least a second); a soft-deleted
+  row (``deleted`` set, ``updated_at`` left as it was, ``deleted_at``
+  stamped) is read by its ``deleted_at`` and dropped.  The mark is the
+  earlier of this process's clock when the previous read began and the
+  newest stamp that read found, so neither a writer whose clock runs
+  ahead nor this process's own clock running ahead moves it past a change
+  still to come.
+* **Compute services**: every service heartbeats every ``report_interval``
+  (its ``updated_at`` moves each time), so a read by stamp would return
+  them all.  Per request only the rows that changed *and* matter before
+  the next heartbeat are read: created or deleted since the mark, or
+  updated since it and now disabled or forced down, or updated since it
+  and kept as disabled or forced down (enabled again).  Every service
+  row is read again every ``report_interval`` seconds, so the heartbeat
+  Nova's ComputeFilter judges a service's liveness by is at most one
+  interval older than the one Nova's own read would find.
+* **The safety net**: every row of both tables is read again every
+  ``[grant_scheduler] view_resync_interval`` seconds (0: on every
+  request).  A change that the marks cannot catch (a writer whose clock is
+  more than the overlap behind, a transaction open longer than the
+  overlap between its stamp and its commit, a row deleted outright) is
+  therefore seen within that interval; every other change is seen by the
+  next request, as by Nova's own read.
+
+Stamps are written by Nova's processes from their own clocks, in whole
+seconds on MySQL: the overlap must cover the precision, the skew between
+Nova's hosts and the longest compute-node or service write transaction.
+
+A row read again and equal to the one kept keeps its object, so Nova's
+objects (and the driver's HostStates built from them) are made again only
+for the rows that changed.
+
+Only imported when Nova is.
+"""
+
+import datetime
+import time
+
+import sqlalchemy as sa
+from nova import objects
+from oslo_config import cfg
+from oslo_log import log as logging
+from oslo_utils import timeutils
+
+LOG = logging.getLogger(__name__)
+
+# The stamps' precision in MySQL's DATETIME columns, which Nova's are.
+MIN_OVERLAP = datetime.timedelta(seconds=1)
+
+COMPUTE_BINARY = "nova-compute"
+
+
+def _nova_db():
+    """Nova's database API (``nova.db.main.api`` from 2023.1 on)."""
+    try:
+        from nova.db.main import api
+    except ImportError:
+        from nova.db.sqlalchemy import api
+    return api
+
+
+def _nova_models():
+    try:
+        from nova.db.main import models
+    except ImportError:
+        from nova.db.sqlalchemy import models
+    return models
+
+
+def nova_engine(cctxt):
+    """The engine of the cell ``cctxt`` targets, as Nova's own reads find
+    it."""
+    return _nova_db().get_engine(context=cctxt)
+
+
+def _rows(engine, query):
+    with engine.connect() as conn:
+        return [dict(getattr(r, "_mapping", r)) for r in conn.execute(query)]
+
+
+def _newest(rows, newest):
+    for row in rows:
+        for column in ("updated_at", "created_at", "deleted_at"):
+            stamp = row.get(column)
+            if stamp is not None and (newest is None or stamp > newest):
+                newest = stamp
+    return newest
+
+
+class Timing:
+    """When ``CellComputes`` reads everything, and how far back it reads
+    what changed."""
+
+    def __init__(self, resync_interval, overlap, service_interval):
+        """
+        :param resync_interval: seconds between two reads of every row
+            (0: every read reads every row).
+        :param overlap: seconds read again before each mark (raised to
+            ``MIN_OVERLAP``).
+        :param service_interval: seconds between two reads of every
+            service row (Nova's ``report_interval``); never more than
+            ``resync_interval``.
+        """
+        self.resync_interval = resync_interval
+        self.overlap = max(datetime.timedelta(seconds=overlap), MIN_OVERLAP)
+        self.service_interval = min(service_interval, resync_interval)
+
+    @classmethod
+    def of(cls, conf):
+        """From the driver's options (their defaults where they are not
+        registered in ``conf``) and Nova's ``report_interval``."""
+        from grant_scheduler.conf import scheduler as gs_scheduler
+
+        values = {opt.name: opt.default for opt in gs_scheduler.scheduler_opts}
+        try:
+            settings = conf.grant_scheduler
+            for name in ("view_resync_interval", "view_overlap"):
+                values[name] = getattr(settings, name)
+        except (AttributeError, cfg.NoSuchOptError):
+            pass
+        return cls(
+            values["view_resync_interval"],
+            values["view_overlap"],
+            getattr(conf, "report_interval", 10),
+        )
+
+
+class _Table:
+    """One table's rows and the objects made from them, kept by id."""
+
+    def __init__(self, make):
+        self._make = make
+        self.kept = {}
+        """``{id: (row, object)}``."""
+        self.full_at = None
+        self.mark = None
+        self.rows_read = 0
+        self.full_reads = 0
+
+    def take(self, cctxt, rows, full):
+        """Keep ``rows`` (every row when ``full``); a deleted row goes."""
+        kept = {} if full else self.kept
+        for row in rows:
+            if row.get("deleted"):
+                kept.pop(row["id"], None)
+                continue
+            before = self.kept.get(row["id"])
+            if before is None or before[0] != row:
+                before = (row, self._make(cctxt, row))
+            kept[row["id"]] = before
+        self.kept = kept
+        self.rows_read += len(rows)
+        self.full_reads += bool(full)
+
+    def due(self, now):
+        return self.full_at is None or now >= self.full_at
+
+    def moved(self, began, rows, full, now, interval):
+        """The next read's mark: the earlier of when this one began and
+        the newest stamp it found."""
+        newest = _newest(rows, None if full else self.mark)
+        self.mark = began if newest is None else min(began, newest)
+        if full:
+            self.full_at = now + interval
+
+
+def _compute_node(cctxt, row):
+    return objects.ComputeNode._from_db_object(
+        cctxt, objects.ComputeNode(cctxt), dict(row)
+    )
+
+
+def _service(cctxt, row):
+    return objects.Service._from_db_object(
+        cctxt, objects.Service(cctxt), dict(row)
+    )
+
+
+class CellComputes:
+    """One cell's compute nodes and compute services as Nova's objects,
+    kept between requests and read as they change (see the module)."""
+
+    def __init__(self, timing, engine=nova_engine, clock=None, utcnow=None):
+        """
+        :param timing: ``Timing``.
+        :param engine: ``f(cctxt)`` giving the cell's engine.
+        :param clock: monotonic seconds (``time.monotonic``).
+        :param utcnow: this process's UTC wall clock, naive as Nova's
+            stamps (``timeutils.utcnow``).
+        """
+        self._timing = timing
+        self._engine = engine
+        self._clock = clock or time.monotonic
+        self._utcnow = utcnow or timeutils.utcnow
+        self._nodes = _Table(_compute_node)
+        self._services = _Table(_service)
+
+    def read(self, cctxt):
+        """``(compute nodes, services)`` of the cell, every row as of now
+        (see the module for what "now" means for each table)."""
+        timing = self._timing
+        engine = self._engine(cctxt)
+        began, now = self._utcnow(), self._clock()
+        for table, query in (
+            (self._nodes, self._node_query),
+            (self._services, self._service_query),
+        ):
+            interval = (
+                timing.resync_interval
+                if table is self._nodes
+                else timing.service_interval
+            )
+            full = table.due(now)
+            since = None if full else table.mark - timing.overlap
+            rows = _rows(engine, query(since))
+            table.take(cctxt, rows, full)
+            table.moved(began, rows, full, now, interval)
+        return (
+            [node for _row, node in self._nodes.kept.values()],
+            [service for _row, service in self._services.kept.values()],
+        )
+
+    def _node_query(self, since):
+        table = _nova_models().ComputeNode.__table__
+        if since is None:
+            return table.select().where(table.c.deleted == 0)
+        return table.select().where(
+            sa.or_(
+                table.c.updated_at >= since,
+                table.c.created_at >= since,
+                table.c.deleted_at >= since,
+            )
+        )
+
+    def _service_query(self, since):
+        table = _nova_models().Service.__table__
+        computes = table.c.binary == COMPUTE_BINARY
+        if since is None:
+            return table.select().where(
+                sa.and_(computes, table.c.deleted == 0)
+            )
+        watched = [
+            row["id"]
+            for row, _service in self._services.kept.values()
+            if row.get("disabled") or row.get("forced_down")
+        ]
+        state = [
+            table.c.disabled == sa.true(),
+            table.c.forced_down == sa.true(),
+        ]
+        if watched:
+            state.append(table.c.id.in_(watched))
+        return table.select().where(
+            sa.and_(
+                computes,
+                sa.or_(
+                    table.c.created_at >= since,
+                    table.c.deleted_at >= since,
+                    sa.and_(table.c.updated_at >= since, sa.or_(*state)),
+                ),
+            )
+        )
+
+    def __len__(self):
+        """How many compute nodes are kept."""
+        return len(self._nodes.kept)
+
+    def holds(self, node):
+        """Whether ``node`` is the object kept for its row."""
+        return self._nodes.kept.get(node.id, (None, None))[1] is node
+
+    @property
+    def rows_read(self):
+        """Rows read so far, both tables."""
+        return self._nodes.rows_read + self._services.rows_read
+
+    @property
+    def full_reads(self):
+        """``(compute node, service)`` reads of every row so far."""
+        return self._nodes.full_reads, self._services.full_reads
