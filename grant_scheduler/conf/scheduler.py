@@ -151,7 +151,12 @@ max_placement_results bounds the nodes a built request filters and weighs
 Seconds between two full reads of every host row by a scheduler.  In
 between, each request reads only the rows changed since the previous one
 (and the live grants), so a decision does not cost a read of every host.
-0 reads every row on every request.
+Inside Nova the driver reads Nova's compute node and compute service rows
+the same way: per request only the changed rows, every row at this
+interval (the bound on how late a change the stamps cannot show is seen:
+a writer's clock behind by more than view_overlap, a row deleted outright),
+and every service row also every [DEFAULT] report_interval (the
+heartbeats).  0 reads every row on every request.
 """,
     ),
     types.FiniteFloatOpt(
@@ -164,7 +169,10 @@ Seconds of changes read again on each refresh, for writes stamped before
 the previous read but committed after it (longer than a host-row write
 transaction; raise it if database clocks disagree, as on Galera).  A change
 missed here only makes the view stale until the next full read: grants are
-still decided in their own write.
+still decided in their own write.  Nova's compute node and service rows
+are stamped by Nova's processes from their own clocks, in whole seconds on
+MySQL: for them at least 1 second is used, and the overlap must also
+cover the clock skew between Nova's hosts.
 """,
     ),
     cfg.IntOpt(

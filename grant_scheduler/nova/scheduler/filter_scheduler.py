@@ -447,6 +447,14 @@ class GrantingFilterScheduler(filter_scheduler.FilterScheduler):
         """
         requests = getattr(self._local, "requests", None)
         built = isinstance(requests, candidates.BuiltRequests)
+        outage = self._grants.outage
+        known = None
+        if outage.usable():
+            try:
+                # NOTE: first, as the books' room decides the sample.
+                known = self._grants.known()
+            except outage_module.FAILURES as exc:
+                outage.failed(exc, "reading the books")
         if built and not requests.refused:
             host_states = list(
                 self.host_manager.get_host_states_by_uuids(
@@ -466,12 +474,9 @@ class GrantingFilterScheduler(filter_scheduler.FilterScheduler):
                     context, spec_obj, provider_summaries
                 )
             )
-        outage = self._grants.outage
-        if outage.usable():
+        if known is not None and outage.usable():
             try:
-                self._registry.register_unknown(
-                    context, self._grants.known(), host_states
-                )
+                self._registry.register_unknown(context, known, host_states)
             except outage_module.FAILURES as exc:
                 outage.failed(exc, "registering compute nodes")
         if built and requests.refused:
