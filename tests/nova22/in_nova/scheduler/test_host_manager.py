@@ -85,3 +85,30 @@ class TestKeptHostStates(base.GrantsTestBase):
         self.assertEqual(
             {"host1"}, {host for host, _ in self.driver.host_manager._kept}
         )
+
+    def cell_reader(self):
+        [computes] = self.driver.host_manager._computes.values()
+        return computes
+
+    def test_a_request_reads_only_the_rows_that_changed(self):
+        # Nova's own rows, stamped by Nova's own writes: after the first
+        # read of every row, requests read what changed (the node a boot
+        # claimed), and the rows that did not change keep their objects.
+        self.host_states()
+        server = self.boot()
+        host = server["OS-EXT-SRV-ATTR:host"]
+        [other] = [h for h in self.HOSTS if h != host]
+        kept = self.driver.host_manager._kept
+        before = {h: entry[1] for (h, _), entry in kept.items()}
+        states = self.host_states()
+        after = {h: entry[1] for (h, _), entry in kept.items()}
+        self.assertIn(server["id"], states[host].instances)
+        self.assertEqual(states[host].free_ram_mb, after[host].free_ram_mb)
+        self.assertIs(before[other], after[other])
+        self.assertEqual((1, 1), self.cell_reader().full_reads)
+
+    def test_a_service_disabled_through_the_api_is_read_at_once(self):
+        self.host_states()
+        self.api.put_service(self.service_id("host1"), {"status": "disabled"})
+        self.assertTrue(self.host_states()["host1"].service["disabled"])
+        self.assertEqual((1, 1), self.cell_reader().full_reads)
