@@ -210,18 +210,150 @@ def _consume_own_grant(conn, db, host_id, instance_uuid, resources):
     return found.ticket, found.created_at, rows.amount(found)
 
 
+NO_GRANT = object()
+"""``_claim_in_one``'s answer when the instance has no live grant of its
+own on the node."""
+
+
+# NOTE: data-modifying CTEs share one snapshot, taken as the statement
+# begins: ``target`` sees the grant it picks as live (hence ``o.id <>
+# g.id``), and each later CTE writes only rows an earlier one handed on.
+# The row locks follow those rows: the grant's (``consumed``), then the
+# node's (``node`` joins ``consumed``), then its inventory rows
+# (``inventory`` joins ``node``) and the claim's ``INSERT``: the order of
+# the statements it replaces.  Every write is gated on ``target.common``.
+_CLAIM_BY_OWN_GRANT = """
+WITH target AS (
+    SELECT g.id, NOT EXISTS (
+               SELECT 1 FROM gs_grants AS o
+                WHERE o.instance_uuid = :instance_uuid
+                  AND o.state = :won AND o.id <> g.id)
+           AND NOT EXISTS (
+               SELECT 1
+                 FROM json_object_keys(CAST(g.resources AS JSON)) AS k (name)
+                WHERE NOT EXISTS (
+                      SELECT 1 FROM gs_inventories AS i
+                       WHERE i.host_id = :host_id
+                         AND i.resource_class = k.name)) AS common
+      FROM gs_grants AS g
+     WHERE g.host_id = :host_id AND g.instance_uuid = :instance_uuid
+       AND g.state = :won{same_amount}
+     ORDER BY g.ticket
+     LIMIT 1
+), consumed AS (
+    UPDATE gs_grants AS g SET state = :consumed, consumed_at = {now}
+      FROM target
+     WHERE target.common AND g.id = target.id AND g.state = :won
+    RETURNING g.ticket, g.created_at, g.resources
+), node AS (
+    UPDATE gs_hosts AS h
+       SET updated_at = {now},
+           last_grant_ticket = CASE
+               WHEN h.last_grant_ticket < consumed.ticket THEN consumed.ticket
+               ELSE h.last_grant_ticket END,
+           last_grant_at = CASE
+               WHEN h.last_grant_ticket <= consumed.ticket
+               THEN consumed.created_at
+               ELSE h.last_grant_at END
+      FROM consumed
+     WHERE h.id = :host_id
+    RETURNING h.id
+), inventory AS (
+    UPDATE gs_inventories AS i
+       SET used = i.used + CAST(a.value AS BIGINT),
+           granted = i.granted - CAST(a.value AS BIGINT)
+      FROM node, consumed,
+           json_each_text(CAST(consumed.resources AS JSON)) AS a
+     WHERE i.host_id = node.id AND i.resource_class = a.key
+    RETURNING i.resource_class
+), claim AS (
+    INSERT INTO gs_claims
+           (instance_uuid, host_id, grant_ticket, created_at, resources)
+    SELECT :instance_uuid, node.id, consumed.ticket, {now},
+           consumed.resources
+      FROM node, consumed
+    RETURNING id
+)
+SELECT target.common, consumed.ticket, consumed.resources,
+       (SELECT count(*) FROM node) AS nodes,
+       (SELECT array_agg(resource_class) FROM inventory) AS moved,
+       (SELECT count(*) FROM claim) AS claims
+  FROM target LEFT JOIN consumed ON TRUE
+"""
+
+
+def _claim_in_one(conn, db, host_id, build):
+    """PostgreSQL's claim by the instance's own grant, in one statement
+    (``_CLAIM_BY_OWN_GRANT``) when it is the common one: the instance's
+    oldest live grant on the node is its only live grant, and the node's
+    books have a row for every class of its amount.  :returns:
+    ``(ticket, amount)`` once written; ``NO_GRANT`` when the instance has
+    no such grant there; None, nothing written, in the other cases (the
+    statements of ``_by_own_grant`` follow).
+
+    The statement's snapshot is older than the node's lock it waits for:
+    an inventory row written again meanwhile (a report rewrites the
+    books) is not among the rows it moves, so the classes it did not
+    move are moved after it, under that lock.
+    """
+    now = str(
+        db.now().compile(
+            dialect=conn.dialect, compile_kwargs={"literal_binds": True}
+        )
+    )
+    params = {
+        "instance_uuid": build.instance_uuid,
+        "host_id": host_id,
+        "won": decision.GRANT_WON,
+        "consumed": decision.GRANT_CONSUMED,
+    }
+    same_amount = ""
+    if build.resources is not None:
+        same_amount = " AND g.resources = :resources"
+        params["resources"] = rows.encode(build.resources)
+    statement = sa.text(
+        _CLAIM_BY_OWN_GRANT.format(now=now, same_amount=same_amount)
+    )
+    row = conn.execute(statement, params).first()
+    if row is None:
+        return NO_GRANT
+    if row.ticket is None:
+        return None
+    if row.nodes != 1 or row.claims != 1:
+        raise rows.retry_request()
+    amount = rows.amount(row)
+    moved = set(row.moved or ())
+    rest = amount.map(lambda name, value: 0 if name in moved else value)
+    rows.move(conn, host_id, used=rest, granted=-rest)
+    return row.ticket, amount
+
+
 def _by_own_grant(conn, db, host_id, build, before_commit):
     """The common claim, for a node whose id is known: consume the
     instance's grant (of ``build.resources``, or of any amount when the
     claim trusts its grant), move it into usage, write the claim; None,
     nothing written, when the instance has no such grant there.
 
-    The node's row moves in the same ``UPDATE`` that checks the instance
-    has no other live grant; when it has (a reschedule's, a retried
-    request's), the row is locked again without that condition and the
-    others are withdrawn with the claim.
+    On PostgreSQL that is one statement when the instance has no other
+    live grant and the node's books have every class of the amount
+    (``_claim_in_one``); otherwise, and on the other backends, the grant
+    is consumed first, then the node's row moves in the same ``UPDATE``
+    that checks the instance has no other live grant; when it has (a
+    reschedule's, a retried request's), the row is locked again without
+    that condition and the others are withdrawn with the claim.
     """
     instance_uuid = build.instance_uuid
+    if db.dialect_name == "postgresql":
+        claimed = _claim_in_one(conn, db, host_id, build)
+        if claimed is NO_GRANT:
+            return None
+        if claimed is not None:
+            ticket, amount = claimed
+            if before_commit is not None:
+                before_commit()
+            return storage.ClaimOutcome(
+                amount, ticket, storage.CLAIM_BY_GRANT, host_id=host_id
+            )
     consumed = _consume_own_grant(
         conn, db, host_id, instance_uuid, build.resources
     )

@@ -15,6 +15,9 @@ import uuid
 from grant_scheduler import api
 from grant_scheduler import decision
 from grant_scheduler import injection
+from grant_scheduler import storage
+from grant_scheduler.db import claims
+from grant_scheduler.db import hosts
 from grant_scheduler.db import models
 from grant_scheduler.db import sa_compat
 from grant_scheduler_bench import baselines
@@ -364,10 +367,10 @@ class DuplicateGrantsTestCase(InterleavingTestCase):
     """A claim consumes exactly one grant of its instance; the instance's
     other live grants (a reschedule, a retried request) go with it."""
 
-    def compute_knowing_the_node(self, admin):
+    def compute_knowing_the_node(self, admin, compute=None):
         # A compute that has claimed on the node knows its id: its next
         # claim takes the path by its own grant.
-        compute = self.gs()
+        compute = compute or self.gs()
         [filler] = self.gs().schedule(
             1,
             1024,
@@ -443,6 +446,214 @@ class RacingDuplicateGrants(DuplicateGrantsTestCase):
         outcome = compute.claim(instance, "host0", "node0", ONE_SLOT)
         self.assertEqual("grant", outcome.how)
         self.assertExactAfterClaim(admin, instance, room=6)
+
+
+# No transaction retried: a deadlock reaches the caller.
+NO_RETRIES = {
+    "max_retries": 0,
+    "retry_interval": 0,
+    "inc_retry_interval": False,
+    "max_retry_interval": 0,
+}
+FOUR_SLOTS = api.Resources(4, 4096, 40)
+
+
+@base.with_scenarios(base.SERVERS)
+class ClaimBesideTheNodesWriters(DuplicateGrantsTestCase):
+    """A claim by its grant overlapping another writer of its node: each
+    waits for the node's row lock, neither deadlocks (these engines do not
+    retry, so a deadlock would be an error), and the books come out exact.
+    On PostgreSQL the claim is one statement whose snapshot is older than
+    the lock it waits for."""
+
+    def gs_once(self, hooks=None):
+        database = api.Database(self.db_fixture.url, retry_policy=NO_RETRIES)
+        self.addCleanup(database.dispose)
+        return api.GrantScheduler(
+            database, hooks=hooks, store=api.SQLStore(database)
+        )
+
+    def assertBooks(self, admin, used, granted):
+        [report] = admin.hosts()
+        self.assertEqual(
+            (used, granted), (report.state.used, report.state.granted)
+        )
+        self.assertEqual([], admin.check())
+
+    def test_a_claim_waits_for_a_grant_on_its_node(self):
+        admin = self.add_hosts(1, capacity=FOUR_SLOTS)
+        compute = self.compute_knowing_the_node(admin, self.gs_once())
+        [mine] = self.schedule(self.gs())
+        pause = Pause()
+        granting = self.gs_once(
+            hooks=injection.Hooks().on("grant_inserted", pause)
+        )
+        run_grant = Run(self.schedule, granting)
+        run_grant.start()
+        pause.wait_reached(self)
+        run_claim = Run(
+            compute.claim, mine.instance_uuid, mine.host, mine.node, ONE_SLOT
+        )
+        run_claim.start()
+        wait_for(
+            self, lambda: lock_waiters(self.db) >= 1, "the claim never waited"
+        )
+        self.assertTrue(run_claim.is_alive())
+        pause.resume()
+        self.assertIsNone(run_grant.outcome(self)[1])
+        outcome, error = run_claim.outcome(self)
+        self.assertIsNone(error)
+        self.assertEqual("grant", outcome.how)
+        self.assertBooks(admin, ONE_SLOT + ONE_SLOT, ONE_SLOT)
+
+    def test_a_grant_waits_for_a_claim_on_its_node(self):
+        admin = self.add_hosts(1, capacity=FOUR_SLOTS)
+        [mine] = self.schedule(self.gs())
+        pause = Pause(
+            lambda instance_uuid: instance_uuid == mine.instance_uuid
+        )
+        compute = self.compute_knowing_the_node(
+            admin,
+            self.gs_once(hooks=injection.Hooks().on("claim_written", pause)),
+        )
+        run_claim = Run(
+            compute.claim_instance,
+            mine.instance_uuid,
+            mine.host,
+            mine.node,
+            lambda: ONE_SLOT,
+        )
+        run_claim.start()
+        pause.wait_reached(self)
+        run_grant = Run(self.schedule, self.gs_once())
+        run_grant.start()
+        wait_for(
+            self, lambda: lock_waiters(self.db) >= 1, "the grant never waited"
+        )
+        self.assertTrue(run_grant.is_alive())
+        pause.resume()
+        outcome, error = run_claim.outcome(self)
+        self.assertIsNone(error)
+        self.assertEqual("grant", outcome.how)
+        self.assertIsNone(run_grant.outcome(self)[1])
+        self.assertBooks(admin, ONE_SLOT + ONE_SLOT, ONE_SLOT)
+
+    def test_a_claim_while_its_node_books_are_written_again(self):
+        # A report deletes the node's inventory rows and writes them again
+        # under the node's lock: the claim waiting for that lock must move
+        # the rows that are there once it has it.
+        admin = self.add_hosts(1, capacity=FOUR_SLOTS)
+        compute = self.compute_knowing_the_node(admin, self.gs_once())
+        [mine] = self.schedule(self.gs())
+        with self.db.writer() as conn:
+            hosts.report.__wrapped__(
+                self.db, conn, "host0", "node0", api.Capacity(FOUR_SLOTS)
+            )
+            run_claim = Run(
+                compute.claim_instance,
+                mine.instance_uuid,
+                mine.host,
+                mine.node,
+                lambda: ONE_SLOT,
+            )
+            run_claim.start()
+            wait_for(
+                self,
+                lambda: lock_waiters(self.db) >= 1,
+                "the claim never waited",
+            )
+            self.assertTrue(run_claim.is_alive())
+        outcome, error = run_claim.outcome(self)
+        self.assertIsNone(error)
+        self.assertEqual(("grant", ONE_SLOT), (outcome.how, outcome.resources))
+        self.assertBooks(admin, ONE_SLOT + ONE_SLOT, api.Resources())
+
+
+@base.with_scenarios([("postgresql", {"backend": "postgresql"})])
+class ClaimInOneStatement(DuplicateGrantsTestCase):
+    """PostgreSQL's claim by its grant in one statement writes nothing
+    where the claim is not the common one: the statements that follow
+    account for everything."""
+
+    def node_id(self):
+        with self.db.reader() as conn:
+            return hosts.host_id(conn, "host0", "node0")
+
+    def tables(self):
+        with self.db.reader() as conn:
+            return [
+                sorted(
+                    tuple(row) for row in conn.execute(sa_compat.select(table))
+                )
+                for table in (
+                    models.hosts,
+                    models.inventories,
+                    models.grants,
+                    models.claims,
+                )
+            ]
+
+    def claim_in_one(self, instance_uuid, resources=None):
+        build = storage.Build(
+            instance_uuid, "host0", "node0", resources=resources
+        )
+        with self.db.writer() as conn:
+            return claims._claim_in_one(conn, self.db, self.node_id(), build)
+
+    def test_another_live_grant_writes_nothing(self):
+        self.add_hosts(2, capacity=FOUR_SLOTS)
+        instance = str(uuid.uuid4())
+        gs = self.gs()
+        for host in ("host0", "host1"):
+            gs.schedule(
+                1, 1024, 10, instance_uuids=[instance], force_hosts=[host]
+            )
+        before = self.tables()
+        self.assertIsNone(self.claim_in_one(instance))
+        self.assertIsNone(self.claim_in_one(instance, ONE_SLOT))
+        self.assertEqual(before, self.tables())
+
+    def test_a_class_the_books_lack_writes_nothing(self):
+        self.add_hosts(1, capacity=FOUR_SLOTS)
+        [mine] = self.schedule(self.gs())
+        with self.db.writer() as conn:
+            conn.execute(
+                models.inventories.delete().where(
+                    models.inventories.c.resource_class == "DISK_GB"
+                )
+            )
+        before = self.tables()
+        self.assertIsNone(self.claim_in_one(mine.instance_uuid))
+        self.assertEqual(before, self.tables())
+
+    def test_no_grant_of_its_own_writes_nothing(self):
+        self.add_hosts(1, capacity=FOUR_SLOTS)
+        [mine] = self.schedule(self.gs())
+        before = self.tables()
+        self.assertIs(claims.NO_GRANT, self.claim_in_one(str(uuid.uuid4())))
+        self.assertIs(
+            claims.NO_GRANT,
+            self.claim_in_one(mine.instance_uuid, ONE_SLOT + ONE_SLOT),
+        )
+        self.assertEqual(before, self.tables())
+
+    def test_the_common_claim_is_one_statement(self):
+        self.add_hosts(1, capacity=FOUR_SLOTS)
+        [mine] = self.schedule(self.gs())
+        self.assertEqual(
+            (mine.ticket, ONE_SLOT), self.claim_in_one(mine.instance_uuid)
+        )
+        admin = self.gs()
+        [report] = admin.hosts()
+        self.assertEqual(
+            (ONE_SLOT, api.Resources(), mine.ticket),
+            (
+                report.state.used,
+                report.state.granted,
+                report.last_grant_ticket,
+            ),
+        )
+        self.assertEqual([], admin.check())
 
 
 @base.with_scenarios(base.ALL_BACKENDS)
