@@ -38,6 +38,9 @@ from tests.nova18_22 import in_nova
 BIGGER = {"vcpu": 2, "memory_mb": 1024, "disk": 10, "ephemeral": 0}
 # ``(vCPU, MB, GB)`` of in_nova.FLAVOR and of BIGGER.
 SMALL = (1, 1024, 10)
+CAST_WAIT = 10
+"""Seconds the books are given to receive the casts of a step's last
+instance info (``books_settle``)."""
 BIG = (2, 1024, 10)
 # The fake image service's third image, in every release.
 OTHER_IMAGE = "76fa36fc-c930-4bf3-8c8a-ea2a2420deb6"
@@ -81,7 +84,13 @@ class Books:
         says runs; no host over its limit in the books, the books' own
         check clean; with every host, no node over its capacity in Nova's
         records (which runs every compute's periodic task: a compute that
-        is down is left out by naming the others)."""
+        is down is left out by naming the others).
+
+        A boot's claim reaches the books by the compute's instance-info
+        cast, which may still be on its way when the API shows the server
+        ACTIVE: the books are given up to ``CAST_WAIT`` seconds to agree
+        consumer by consumer before they are compared."""
+        self.books_settle(hosts)
         for host in hosts or self.HOSTS:
             books = self.books_by_consumer(host)
             self.assertEqual(self.placement_by_consumer(host), books, host)
@@ -95,6 +104,17 @@ class Books:
         self.assertEqual([], self.gs.check())
         if hosts is None:
             self.assertEqual([], self.nova_over_capacity())
+
+    def books_settle(self, hosts=None):
+        """Wait (green sleeps) until the books hold placement's consumers
+        on ``hosts``, at most ``CAST_WAIT`` seconds; the comparison that
+        follows says what still differs."""
+        deadline = time.monotonic() + CAST_WAIT
+        while time.monotonic() < deadline and any(
+            self.placement_by_consumer(host) != self.books_by_consumer(host)
+            for host in hosts or self.HOSTS
+        ):
+            time.sleep(0.1)
 
     def step(self, hosts=None):
         """The reconciliation, then the books against the release."""

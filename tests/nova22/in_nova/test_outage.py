@@ -6,6 +6,8 @@ refusing new ones), and restores.  Product defaults, but for
 ``database_failure`` in the class that tries ``refuse``.
 """
 
+import time
+
 from oslo_config import cfg
 
 from grant_scheduler import conf as gs_conf
@@ -61,8 +63,14 @@ class TestBootsGoOn(_OutageTestBase):
         self.assertFalse(self.outage.down)
         # The books caught up before the grant of the next boot: the
         # servers placed meanwhile are claimed where they run, and every
-        # node's usage is placement's.
-        claimed = {c.instance_uuid: c.host for c in self.gs.claims()}
+        # node's usage is placement's.  (The next boot's own claim comes
+        # with its compute's instance-info cast, which may still be on its
+        # way when the API shows the server ACTIVE.)
+        for _ in range(100):
+            claimed = {c.instance_uuid: c.host for c in self.gs.claims()}
+            if after["id"] in claimed:
+                break
+            time.sleep(0.1)
         for server in [first] + during + [after]:
             self.assertEqual(self.server_host(server), claimed[server["id"]])
         grants = {g.instance_uuid for g in self.gs.grants()}
