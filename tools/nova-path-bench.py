@@ -247,6 +247,14 @@ def measure(the_cloud, gs, system, nodes, processes, callers, requests):
         "p50_ms": statistics.median(latencies) if latencies else float("nan"),
         "p99_ms": percentile(latencies, 0.99),
         "records_ms": statistics.median(records) if records else float("nan"),
+        "records_ms_by_step": {
+            step: statistics.median(
+                c["rec_steps_ms"][step]
+                for c in placed
+                if step in c["rec_steps_ms"]
+            )
+            for step in sorted({s for c in placed for s in c["rec_steps_ms"]})
+        },
         "cpu_ms": cpu.get("scheduler", 0.0) * 1000 / boots,
         "cpu_ms_by_phase": {
             phase: seconds * 1000 / boots for phase, seconds in cpu.items()

@@ -180,10 +180,10 @@ class Cloud:
         self._placement = None
         self._databases = []
         self.build_s = {}
-        """Seconds each part of ``start`` took: ``nova schemas`` and
-        ``nova records`` (the databases made by nova-manage, placement's
-        schema among them; the services, compute nodes and host
-        mappings), ``placement`` (the service up) and ``providers``."""
+        """Seconds each part of ``start`` took: ``schemas`` (placement's
+        and Nova's, by placement-manage and nova-manage), ``nova records``
+        (the services, compute nodes and host mappings), ``placement``
+        (its service up) and ``providers``."""
 
     def start(self, placement_workers=2):
         """Nova's databases made and filled, placement started with a
@@ -302,7 +302,9 @@ class Cloud:
         processes of ``system`` (``SYSTEMS``), ``callers`` at a time in
         each; returns ``{"wall_s", "calls": [...], "counts": [...], "cpu":
         [...]}``: one call per request (``ms`` of select_destinations,
-        ``rec_ms`` writing Nova's records, and ``host`` and ``node``, or
+        ``rec_ms`` writing Nova's records, ``rec_steps_ms`` the same by
+        step (``api``, ``conductor``, ``compute``, for grant_scheduler
+        ``claim``, ``instance info``), and ``host`` and ``node``, or
         ``nvh`` with ``room``: the providers that had room when NoValidHost
         was answered), and per process its statements and HTTP requests
         (``_Counts``) and its CPU seconds by phase (``Phases``);
@@ -1038,6 +1040,16 @@ class _Counts:
         return {"statements": self.statements, "http": self.http}
 
 
+@contextlib.contextmanager
+def _timed(steps, name):
+    """``steps[name]``: the milliseconds (wall clock) the block took."""
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        steps[name] = (time.monotonic() - started) * 1000
+
+
 def _database_name(url):
     import sqlalchemy as sa
 
@@ -1132,10 +1144,9 @@ def schedule(spec, system, run, index, count, callers, profile=False):
     def one(number):
         instance_uuid = _instance_uuid(run, index, number)
         spec_obj = request_spec(_flavor(spec), instance_uuid)
-        started = time.monotonic()
-        with phases("records"):
+        steps = {}
+        with phases("records"), _timed(steps, "api"):
             build_request = boot.api(spec_obj)
-        records = time.monotonic() - started
         started = time.monotonic()
         try:
             with phases("scheduler"):
@@ -1150,34 +1161,37 @@ def schedule(spec, system, run, index, count, callers, profile=False):
             if not isinstance(exc.exc_info[1], nova_exception.NoValidHost):
                 raise
             ms = (time.monotonic() - started) * 1000
-            with phases("records"):
+            with phases("records"), _timed(steps, "conductor"):
                 boot.bury(build_request)
             calls.append({"ms": ms, "nvh": True, "room": sorted(room(amount))})
             return
         ms = (time.monotonic() - started) * 1000
         chosen = answer[0][0]
-        started = time.monotonic()
         with phases("records"):
-            instance, cell = boot.conductor(build_request, chosen)
-            boot.compute(instance, cell, chosen)
+            with _timed(steps, "conductor"):
+                instance, cell = boot.conductor(build_request, chosen)
+            with _timed(steps, "compute"):
+                boot.compute(instance, cell, chosen)
             if system == "grants":
-                nova_claims.claim(
-                    manager.driver.grant_scheduler,
-                    instance_uuid,
+                with _timed(steps, "claim"):
+                    nova_claims.claim(
+                        manager.driver.grant_scheduler,
+                        instance_uuid,
+                        chosen.service_host,
+                        chosen.nodename,
+                        lambda: amount,
+                    )
+            with _timed(steps, "instance info"):
+                manager.update_instance_info(
+                    admin,
                     chosen.service_host,
-                    chosen.nodename,
-                    lambda: amount,
+                    objects.InstanceList(objects=[instance]),
                 )
-            manager.update_instance_info(
-                admin,
-                chosen.service_host,
-                objects.InstanceList(objects=[instance]),
-            )
-        records += time.monotonic() - started
         calls.append(
             {
                 "ms": ms,
-                "rec_ms": records * 1000,
+                "rec_ms": sum(steps.values()),
+                "rec_steps_ms": steps,
                 "host": chosen.service_host,
                 "node": chosen.nodename,
             }
