@@ -28,8 +28,9 @@ row per run:
   to the last boot's records;
 * ``p50``, ``p99``: milliseconds of ``select_destinations``;
 * ``rec ms``: median milliseconds a placed boot spent writing Nova's
-  records (API, conductor and compute, wall clock: other callers of the
-  process run meanwhile);
+  records (API, conductor and compute, the books' claim and the instance
+  information included; wall clock: other callers of the process run
+  meanwhile; the JSON rows have the median of each step);
 * ``cpu ms``: the schedulers' CPU per placed boot: the CPU time spent in
   ``select_destinations`` (and the green threads it spawned), summed over
   the scheduler processes (``cloud.Phases``);
