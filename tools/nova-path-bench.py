@@ -8,21 +8,37 @@ Run in the Debian bullseye root (``tools/nova22-root.sh build`` and
         --nodes 100,1000 --callers 1,4 [--workload ironic]
 
 For each size a cloud is built once (``tests/nova22/cloud.py``: Nova's
-databases made by nova-manage with a service and compute node record per
-node, Debian's placement with a provider per node, MariaDB for placement
-and grant_scheduler); then, for each number of callers and each system,
-``--processes`` scheduler processes (Nova's SchedulerManager, ``[scheduler]
-driver`` the system's) make ``--requests`` boots, ``--callers`` at a time
-in each, and the compute-side step production runs after each answer.
-Between two runs placement's allocations and grant_scheduler's books are
-emptied.  One row per run:
+API database, cell0 and cell1 on MariaDB made by nova-manage with a
+service, compute node and host mapping per node, Debian's placement with
+a provider per node, MariaDB for placement and grant_scheduler; the time
+each part took is printed); then, for each number of callers and each
+system, ``--processes`` scheduler processes (Nova's SchedulerManager,
+``[scheduler] driver`` the system's) make ``--requests`` boots,
+``--callers`` at a time in each.  Every boot writes, in the scheduler
+process and alike for both systems, Nova's records of it: the API's
+request spec, build request and instance mapping, then the scheduler's
+answer, the conductor's instance in cell1, and the compute's claim (the
+instance's host and node, the compute node's usage, for grant_scheduler
+the claim that consumes the grant) and its instance information to the
+scheduler.  Between two runs placement's allocations, Nova's instances
+and compute node usage, and grant_scheduler's books are emptied.  One
+row per run:
 
 * ``boots/s``: placed boots over the wall-clock time from the start signal
-  to the last answer;
+  to the last boot's records;
 * ``p50``, ``p99``: milliseconds of ``select_destinations``;
+* ``rec ms``: median milliseconds a placed boot spent writing Nova's
+  records (API, conductor and compute, the books' claim and the instance
+  information included; wall clock: other callers of the process run
+  meanwhile; the JSON rows have the median of each step);
+* ``cpu ms``: the schedulers' CPU per placed boot: the CPU time spent in
+  ``select_destinations`` (and the green threads it spawned), summed over
+  the scheduler processes (``cloud.Phases``);
+* ``plc cpu``: placement's CPU per placed boot (its service's processes,
+  user and system time, from the start signal to the end of the run);
 * ``nova sql``, ``gs sql``: statements per boot on Nova's databases and on
-  grant_scheduler's (the scheduler processes' own; placement's are in its
-  service);
+  grant_scheduler's, in the scheduler processes (records included;
+  placement's are in its service);
 * ``http``: placement HTTP requests per boot;
 * ``nvh``, ``nvh room``: NoValidHost answers, and those answered while a
   node had room (placement's records for stock; usage plus live grants
@@ -31,7 +47,10 @@ emptied.  One row per run:
   grant_scheduler in its books too.
 
 The last lines give grant_scheduler's ratios to stock, per size and
-number of callers.  ``--json PATH`` writes the rows.
+number of callers, and stock's CPU per boot (scheduler and placement)
+over grant_scheduler's.  ``--json PATH`` writes the rows (with the
+statements and CPU of every phase: ``records``, ``scheduler`` and
+``other``, the processes' own loops and eventlet's hub).
 """
 
 import argparse
@@ -125,6 +144,9 @@ PARTS = (
         "grant",
     ),
     ("compute step (claim)", "grant_scheduler/nova/books/claims.py", "claim"),
+    ("records: API", "tests/nova22/cloud.py", "api"),
+    ("records: conductor", "tests/nova22/cloud.py", "conductor"),
+    ("records: compute", "tests/nova22/cloud.py", "compute"),
 )
 
 
@@ -173,22 +195,34 @@ def empty_books(gs):
         gs.delete_host(report.state.host, report.state.node)
 
 
-def measure(the_cloud, gs, system, nodes, processes, callers, requests):
+def _per_phase(counts, label):
+    """``{phase: count}`` of ``label``'s statements, all processes."""
+    phases = {}
+    for process in counts:
+        for phase, count in process["statements"].get(label, {}).items():
+            phases[phase] = phases.get(phase, 0) + count
+    return phases
+
+
+def measure(
+    the_cloud, gs, system, nodes, processes, callers, requests, timeout=3600
+):
     the_cloud.reset_placement()
     empty_books(gs)
-    result = the_cloud.schedule(system, processes, callers, requests)
+    result = the_cloud.schedule(
+        system, processes, callers, requests, timeout=timeout
+    )
     calls = result["calls"]
     errors = [c["error"] for c in calls if "error" in c]
     placed = [c for c in calls if "host" in c]
     refused = [c for c in calls if c.get("nvh")]
-    nova_sql = gs_sql = http = 0
-    for counts in result["counts"]:
-        http += counts["http"]
-        for name, count in counts["statements"].items():
-            if name.endswith(".sqlite"):
-                nova_sql += count
-            else:
-                gs_sql += count
+    nova_sql = _per_phase(result["counts"], "nova")
+    gs_sql = _per_phase(result["counts"], "gs")
+    http = sum(sum(c["http"].values()) for c in result["counts"])
+    cpu = {}
+    for process in result["cpu"]:
+        for phase, seconds in process.items():
+            cpu[phase] = cpu.get(phase, 0.0) + seconds
     over = sorted(placement_api.overcommitted_in(the_cloud.placement_usage()))
     if system == "grants":
         over = sorted(
@@ -203,6 +237,7 @@ def measure(the_cloud, gs, system, nodes, processes, callers, requests):
         )
     boots = max(len(placed), 1)
     latencies = [c["ms"] for c in calls if "ms" in c]
+    records = [c["rec_ms"] for c in placed]
     return {
         "system": system,
         "workload": the_cloud.spec["node"].get("resource_class") or "vm",
@@ -212,11 +247,29 @@ def measure(the_cloud, gs, system, nodes, processes, callers, requests):
         "requests": requests,
         "placed": len(placed),
         "errors": errors,
+        "start_s": result["start_s"],
+        "wall_s": result["wall_s"],
         "boots_per_s": len(placed) / result["wall_s"],
         "p50_ms": statistics.median(latencies) if latencies else float("nan"),
         "p99_ms": percentile(latencies, 0.99),
-        "nova_sql_per_boot": nova_sql / boots,
-        "gs_sql_per_boot": gs_sql / boots,
+        "records_ms": statistics.median(records) if records else float("nan"),
+        "records_ms_by_step": {
+            step: statistics.median(
+                c["rec_steps_ms"][step]
+                for c in placed
+                if step in c["rec_steps_ms"]
+            )
+            for step in sorted({s for c in placed for s in c["rec_steps_ms"]})
+        },
+        "cpu_ms": cpu.get("scheduler", 0.0) * 1000 / boots,
+        "cpu_ms_by_phase": {
+            phase: seconds * 1000 / boots for phase, seconds in cpu.items()
+        },
+        "placement_cpu_ms": result["placement_cpu_s"] * 1000 / boots,
+        "nova_sql_per_boot": sum(nova_sql.values()) / boots,
+        "gs_sql_per_boot": sum(gs_sql.values()) / boots,
+        "nova_sql_by_phase": {p: n / boots for p, n in nova_sql.items()},
+        "gs_sql_by_phase": {p: n / boots for p, n in gs_sql.items()},
         "http_per_boot": http / boots,
         "nvh": len(refused),
         "nvh_with_room": sum(1 for c in refused if c["room"]),
@@ -226,14 +279,14 @@ def measure(the_cloud, gs, system, nodes, processes, callers, requests):
 
 def table(rows):
     head = (
-        "system  nodes  proc  C  placed  boots/s    p50    p99  nova sql"
-        "  gs sql  http  nvh  nvh room  over"
+        "system  nodes  proc  C  placed  boots/s    p50    p99  rec ms"
+        "  cpu ms  plc cpu  nova sql  gs sql  http  nvh  nvh room  over"
     )
     lines = [head, "-" * len(head)]
     for r in rows:
         lines.append(
-            "%-6s  %5d  %4d  %1d  %6d  %7.2f  %5.0f  %5.0f  %8.1f  %6.1f"
-            "  %4.1f  %3d  %8d  %4d"
+            "%-6s  %5d  %4d  %1d  %6d  %7.2f  %5.0f  %5.0f  %6.0f  %6.1f"
+            "  %7.1f  %8.1f  %6.1f  %4.1f  %3d  %8d  %4d"
             % (
                 r["system"],
                 r["nodes"],
@@ -243,6 +296,9 @@ def table(rows):
                 r["boots_per_s"],
                 r["p50_ms"],
                 r["p99_ms"],
+                r["records_ms"],
+                r["cpu_ms"],
+                r["placement_cpu_ms"],
                 r["nova_sql_per_boot"],
                 r["gs_sql_per_boot"],
                 r["http_per_boot"],
@@ -257,15 +313,21 @@ def table(rows):
         stock = by.get(("stock", nodes, callers))
         if system != "grants" or stock is None:
             continue
+        stock_cpu = stock["cpu_ms"] + stock["placement_cpu_ms"]
+        ours_cpu = r["cpu_ms"] + r["placement_cpu_ms"]
         lines.append(
             "%d nodes, C=%d: grant_scheduler %.2fx stock's boots/s, "
-            "p50 %.2fx, p99 %.2fx"
+            "p50 %.2fx, p99 %.2fx; CPU per boot, scheduler + placement: "
+            "stock %.1f ms, grant_scheduler %.1f ms, stock/ours %.2fx"
             % (
                 nodes,
                 callers,
                 r["boots_per_s"] / stock["boots_per_s"],
                 r["p50_ms"] / stock["p50_ms"],
                 r["p99_ms"] / stock["p99_ms"],
+                stock_cpu,
+                ours_cpu,
+                stock_cpu / ours_cpu if ours_cpu else float("nan"),
             )
         )
     return "\n".join(lines)
@@ -289,6 +351,14 @@ def main(argv):
     )
     parser.add_argument("--placement-workers", type=int, default=2)
     parser.add_argument(
+        "--timeout",
+        type=float,
+        default=3600,
+        help="seconds a run's scheduler processes may take to start, and "
+        "then to make their boots (grant_scheduler registers every node "
+        "in its emptied books at its start: minutes at 10,000 nodes)",
+    )
+    parser.add_argument(
         "--profile",
         type=int,
         default=0,
@@ -300,6 +370,7 @@ def main(argv):
     args = parser.parse_args(argv)
     rows = []
     profiles = []
+    builds = []
     for nodes in [int(n) for n in args.nodes.split(",")]:
         with (
             gs_base.DatabaseFixture("mysql") as gs_db,
@@ -312,9 +383,18 @@ def main(argv):
                 directory, nodes, node, flavor, gs_db.url, placement_db.url
             )
             the_cloud.start(placement_workers=args.placement_workers)
+            built = time.monotonic() - started
+            builds.append({"nodes": nodes, "s": built, **the_cloud.build_s})
             print(
-                "%d nodes: cloud built in %.0f s"
-                % (nodes, time.monotonic() - started),
+                "%d nodes: cloud built in %.0f s (%s)"
+                % (
+                    nodes,
+                    built,
+                    ", ".join(
+                        "%s %.0f s" % item
+                        for item in the_cloud.build_s.items()
+                    ),
+                ),
                 flush=True,
             )
             gs = api.GrantScheduler.from_url(gs_db.url)
@@ -329,6 +409,7 @@ def main(argv):
                             args.processes,
                             callers,
                             args.requests,
+                            timeout=args.timeout,
                         )
                         rows.append(row)
                         print(table([row]).splitlines()[2], flush=True)
@@ -350,7 +431,11 @@ def main(argv):
             print("  %-28s %8.1f" % (part, ms))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"rows": rows, "profiles": profiles}, f, indent=1)
+            json.dump(
+                {"rows": rows, "builds": builds, "profiles": profiles},
+                f,
+                indent=1,
+            )
     return 1 if any(r["errors"] or r["over_capacity"] for r in rows) else 0
 
 

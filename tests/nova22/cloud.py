@@ -3,26 +3,33 @@ scheduler processes at once.
 
 ``Cloud`` (in the caller's process, which imports no Nova) builds it:
 
-* Nova's API database, cell0 and cell1 made by ``nova-manage`` (SQLite
-  files: the schedulers only read them), a service and a compute node
-  record for every node, mapped by ``cell_v2 discover_hosts``;
+* Nova's API database, cell0 and cell1, each a throw-away MariaDB
+  database, made by ``nova-manage``; a service, a compute node and a host
+  mapping for every node, written in batches (what ``cell_v2
+  discover_hosts`` would map one by one is mapped already);
 * Debian's placement service (``placement_wsgi``: several worker
   processes) on its own MariaDB database made by ``placement-manage db
   sync``, with a resource provider per node as its compute would report
-  it;
+  it (through placement's HTTP API, several requests at a time);
 * grant_scheduler's database (migrated by the caller).
 
 ``Cloud.schedule`` then starts ``processes`` scheduler processes (``python3
 -m tests.nova22.cloud schedule ...``), each Nova 22's own
 ``SchedulerManager`` with ``[scheduler] driver`` set to the system under
-test, and each with ``callers`` green threads calling
-``select_destinations`` as Nova's RPC server calls it for the conductor;
-after each answer the process runs the compute-side step production runs
-(grant_scheduler: the claim that consumes the grant; the stock scheduler:
-none, placement's allocation being its only record).  They start together
-and write what each call did.
+test, and each with ``callers`` green threads booting instances.  Each
+boot writes Nova's records in the scheduler process, for both systems
+alike (``Boot``): the API's request spec, build request and instance
+mapping; ``select_destinations`` as Nova's RPC server calls it for the
+conductor; the conductor's instance in cell1, mapping and build request;
+the compute's claim (the instance's host and node, the compute node's
+usage, for grant_scheduler the claim that consumes the grant) and the
+instance information the compute sends the schedulers.  They start
+together and write what each call did, with the CPU time each phase of a
+boot took (``Phases``).
 """
 
+import concurrent.futures
+import contextlib
 import json
 import os
 import socket
@@ -40,9 +47,9 @@ state_path = {directory}
 # The records are written once and never heartbeat.
 service_down_time = 864000
 [api_database]
-connection = sqlite:///{directory}/api.sqlite
+connection = {api_url}
 [database]
-connection = sqlite:///{directory}/cell1.sqlite
+connection = {cell1_url}
 [oslo_messaging_notifications]
 driver = noop
 [placement]
@@ -67,6 +74,20 @@ connection = {placement_url}
 
 SYSTEMS = {"stock": "filter_scheduler", "grants": "grant_scheduler"}
 
+# Nova's databases, each a throw-away MariaDB database of its own.
+NOVA_DATABASES = ("api", "cell0", "cell1")
+
+# The compute node columns a claim moves (``Boot.compute``), and the
+# values of an empty node of ``node``'s size (``Cloud.reset_placement``).
+USAGE_COLUMNS = (
+    "vcpus_used",
+    "memory_mb_used",
+    "local_gb_used",
+    "free_ram_mb",
+    "free_disk_gb",
+    "running_vms",
+)
+
 
 def node_name(index):
     return "node%04d" % index
@@ -84,6 +105,52 @@ def _free_port():
 
 def _python(*args, **kwargs):
     return [sys.executable, "-W", "ignore", "-m", __name__] + list(args)
+
+
+def empty_usage(node):
+    """``{column: value}`` of ``USAGE_COLUMNS`` on an empty node of
+    ``node``'s size, as ``compute_node`` writes them."""
+    return {
+        "vcpus_used": 0,
+        "memory_mb_used": node["reserved_mb"],
+        "local_gb_used": 0,
+        "free_ram_mb": node["memory_mb"] - node["reserved_mb"],
+        "free_disk_gb": node["local_gb"],
+        "running_vms": 0,
+    }
+
+
+def _process_cpu(pid):
+    """Seconds of CPU (user and system) process ``pid`` has used, or 0
+    once it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    # NOTE: after the name: state is field 3, utime and stime 14 and 15.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _descendants(pid):
+    """``pid`` and every live process under it."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as f:
+                parent = int(f.read().rpartition(")")[2].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(parent, []).append(int(entry))
+    found = []
+    pending = [pid]
+    while pending:
+        current = pending.pop()
+        found.append(current)
+        pending.extend(children.get(current, ()))
+    return found
 
 
 class Cloud:
@@ -110,12 +177,38 @@ class Cloud:
             "port": _free_port(),
         }
         self.spec_file = os.path.join(directory, "cloud.json")
-        with open(self.spec_file, "w") as f:
-            json.dump(self.spec, f)
         self._placement = None
+        self._databases = []
+        self.build_s = {}
+        """Seconds each part of ``start`` took: ``schemas`` (placement's
+        and Nova's, by placement-manage and nova-manage), ``nova records``
+        (the services, compute nodes and host mappings), ``placement``
+        (its service up) and ``providers``."""
 
     def start(self, placement_workers=2):
+        """Nova's databases made and filled, placement started with a
+        provider per node; everything started is stopped again if a step
+        fails."""
+        try:
+            self._start(placement_workers)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, placement_workers):
+        from tests import base as gs_base
+
+        for name in NOVA_DATABASES:
+            database = gs_base.DatabaseFixture("mysql", migrate=False)
+            database.setUp()
+            self._databases.append(database)
+            self.spec["%s_url" % name] = database.url
+        with open(self.spec_file, "w") as f:
+            json.dump(self.spec, f)
         subprocess.run(_python("setup", self.spec_file), check=True)
+        with open(os.path.join(self.directory, "setup.json")) as f:
+            self.build_s.update(json.load(f))
+        started = time.monotonic()
         env = dict(os.environ, OS_PLACEMENT_CONFIG_DIR=self.directory)
         self._placement = subprocess.Popen(
             [
@@ -128,18 +221,29 @@ class Cloud:
             env=env,
         )
         self._wait_for_placement()
-        self._create_providers()
+        self.build_s["placement"] = time.monotonic() - started
+        started = time.monotonic()
+        self._create_providers(concurrency=2 * placement_workers)
+        self.build_s["providers"] = time.monotonic() - started
 
     def stop(self):
+        """Placement stopped, Nova's databases dropped."""
         if self._placement is not None:
             self._placement.terminate()
             self._placement.wait(timeout=30)
             self._placement = None
+        while self._databases:
+            self._databases.pop().cleanUp()
 
     def placement(self):
         from grant_scheduler_bench import placement_api
 
         return placement_api.Client("http://127.0.0.1:%d" % self.spec["port"])
+
+    def placement_cpu(self):
+        """Seconds of CPU placement's service has used so far: its parent
+        process and every worker under it."""
+        return sum(map(_process_cpu, _descendants(self._placement.pid)))
 
     def _wait_for_placement(self, timeout=60):
         deadline = time.monotonic() + timeout
@@ -156,7 +260,10 @@ class Cloud:
                 raise AssertionError("placement did not answer")
             time.sleep(0.2)
 
-    def _create_providers(self):
+    def _create_providers(self, concurrency):
+        """A provider per node with its inventory, as each compute
+        reports its node: ``concurrency`` nodes at a time (computes report
+        side by side), through placement's own API."""
         client = self.placement()
         node = self.spec["node"]
         if node.get("resource_class"):
@@ -166,7 +273,8 @@ class Cloud:
                 "PUT", "/resource_classes/%s" % node["resource_class"]
             )
             assert status in (201, 204), body
-        for index in range(self.spec["nodes"]):
+
+        def create(index):
             name = node_name(index)
             rp = node_uuid(name)
             status, body = client.request(
@@ -183,19 +291,29 @@ class Cloud:
             )
             assert status == 200, body
 
+        with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
+            # NOTE: list() so that the first failure is raised here.
+            list(pool.map(create, range(self.spec["nodes"])))
+
     def schedule(
         self, system, processes, callers, requests, timeout=1800, profile=False
     ):
         """Run ``requests`` boots through ``processes`` scheduler
         processes of ``system`` (``SYSTEMS``), ``callers`` at a time in
-        each; returns ``{"wall_s", "calls": [...]}``, one call per
-        request (``ms``, ``host`` and ``node``, or ``nvh`` with ``room``:
-        the providers that had room when NoValidHost was answered).  Each
-        placed instance then gets its host and node in the cell database,
-        as the compute's resource tracker sets them, before grant_scheduler
-        claims it.  ``profile``: each process runs its calls under
-        cProfile and the result's ``profiles`` names the files of their
-        stats."""
+        each; returns ``{"wall_s", "calls": [...], "counts": [...], "cpu":
+        [...]}``: one call per request (``ms`` of select_destinations,
+        ``rec_ms`` writing Nova's records, ``rec_steps_ms`` the same by
+        step (``api``, ``conductor``, ``compute``, for grant_scheduler
+        ``claim``, ``instance info``), and ``host`` and ``node``, or
+        ``nvh`` with ``room``: the providers that had room when NoValidHost
+        was answered), and per process its statements and HTTP requests
+        (``_Counts``) and its CPU seconds by phase (``Phases``);
+        ``placement_cpu_s``, the CPU seconds placement's service used
+        from the start signal to the last process's end; ``start_s``, the
+        seconds the processes took to be ready.  ``timeout`` bounds
+        both the start and the run.
+        ``profile``: each process runs its calls under cProfile and the
+        result's ``profiles`` names the files of their stats."""
         run = os.path.join(self.directory, "run-%s" % uuid.uuid4().hex[:8])
         os.mkdir(run)
         go = os.path.join(run, "go")
@@ -203,10 +321,6 @@ class Cloud:
             requests // processes + (i < requests % processes)
             for i in range(processes)
         ]
-        subprocess.run(
-            _python("prepare", self.spec_file, run, json.dumps(shares)),
-            check=True,
-        )
         procs = [
             subprocess.Popen(
                 _python(
@@ -222,22 +336,29 @@ class Cloud:
             )
             for i, share in enumerate(shares)
         ]
+        spawned = time.monotonic()
         try:
             ready = [
                 os.path.join(run, "%d.ready" % i) for i in range(processes)
             ]
-            deadline = time.monotonic() + 600
+            # NOTE: a process is ready once its driver has read the cloud
+            # (grant_scheduler registers every node in its books at its
+            # first start): it takes minutes at 10,000 nodes.
+            deadline = spawned + timeout
             while not all(os.path.exists(r) for r in ready):
                 if any(p.poll() not in (None, 0) for p in procs):
                     raise AssertionError("a scheduler process failed to start")
                 if time.monotonic() > deadline:
                     raise AssertionError("scheduler processes not ready")
                 time.sleep(0.1)
+            placement_cpu = self.placement_cpu()
             started = time.monotonic()
+            start = started - spawned
             open(go, "w").close()
             for proc in procs:
                 proc.wait(timeout=timeout)
             wall = time.monotonic() - started
+            placement_cpu = self.placement_cpu() - placement_cpu
         finally:
             for proc in procs:
                 if proc.poll() is None:
@@ -245,7 +366,15 @@ class Cloud:
         assert all(p.returncode == 0 for p in procs), [
             p.returncode for p in procs
         ]
-        result = {"wall_s": wall, "calls": [], "counts": [], "profiles": []}
+        result = {
+            "start_s": start,
+            "wall_s": wall,
+            "placement_cpu_s": placement_cpu,
+            "calls": [],
+            "counts": [],
+            "cpu": [],
+            "profiles": [],
+        }
         if profile:
             result["profiles"] = [
                 os.path.join(run, "%d.prof" % i) for i in range(processes)
@@ -255,6 +384,7 @@ class Cloud:
                 done = json.load(f)
             result["calls"].extend(done["calls"])
             result["counts"].append(done["counts"])
+            result["cpu"].append(done["cpu"])
         return result
 
     def placement_usage(self):
@@ -272,36 +402,56 @@ class Cloud:
         finally:
             engine.dispose()
 
+    def _execute(self, url, *statements):
+        """Run ``statements`` (``(SQL, parameters)``) in one transaction
+        on the database at ``url``."""
+        import sqlalchemy as sa
+
+        engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+        try:
+            with engine.begin() as conn:
+                for statement, parameters in statements:
+                    conn.execute(sa.text(statement), parameters)
+        finally:
+            engine.dispose()
+
     def reset_placement(self):
         """Remove every allocation, and the instances earlier runs placed
         (between two runs on one cloud): each run starts from empty nodes
-        in placement and in Nova's cell, whose instances on a host the
-        schedulers' host manager compares with what each compute says it
-        runs (nothing, in ``schedule``)."""
-        import sqlite3
-
-        import sqlalchemy as sa
-
-        cell = sqlite3.connect(os.path.join(self.directory, "cell1.sqlite"))
-        try:
-            with cell:
-                # NOTE(nova): soft-deleted, as Nova deletes an instance.
-                cell.execute(
+        in placement and in Nova's cells.  The schedulers' host manager
+        compares a host's instances in the cell with what its compute
+        says it runs (nothing, in ``schedule``), and the stock weighers
+        read the compute nodes' usage, which the computes' claims moved:
+        each node moved is written back to an empty node's values, its
+        ``updated_at`` touched as Nova's save of the record does."""
+        for cell in ("cell0", "cell1"):
+            # NOTE(nova): soft-deleted, as Nova deletes an instance.
+            self._execute(
+                self.spec["%s_url" % cell],
+                (
                     "UPDATE instances SET deleted = id, "
-                    "deleted_at = CURRENT_TIMESTAMP WHERE deleted = 0"
-                )
-        finally:
-            cell.close()
-
-        engine = sa.create_engine(
-            self.spec["placement_url"], poolclass=sa.pool.NullPool
+                    "deleted_at = UTC_TIMESTAMP() WHERE deleted = 0",
+                    {},
+                ),
+            )
+        empty = empty_usage(self.spec["node"])
+        self._execute(
+            self.spec["cell1_url"],
+            (
+                "UPDATE compute_nodes SET %s, updated_at = UTC_TIMESTAMP() "
+                "WHERE deleted = 0 AND NOT (%s)"
+                % (
+                    ", ".join("%s = :%s" % (c, c) for c in USAGE_COLUMNS),
+                    " AND ".join("%s <=> :%s" % (c, c) for c in USAGE_COLUMNS),
+                ),
+                empty,
+            ),
         )
-        try:
-            with engine.begin() as conn:
-                conn.execute(sa.text("DELETE FROM allocations"))
-                conn.execute(sa.text("DELETE FROM consumers"))
-        finally:
-            engine.dispose()
+        self._execute(
+            self.spec["placement_url"],
+            ("DELETE FROM allocations", {}),
+            ("DELETE FROM consumers", {}),
+        )
 
 
 # -- in the cloud's own processes (Nova imported, monkey-patched) ---------
@@ -317,6 +467,8 @@ def _nova_conf(spec, system):
                     port=spec["port"],
                     driver=SYSTEMS[system],
                     gs_url=spec["gs_url"],
+                    api_url=spec["api_url"],
+                    cell1_url=spec["cell1_url"],
                 )
             )
     return path
@@ -366,8 +518,11 @@ def make_databases(run, directory, placement_url, conf, cells, transport):
 
 
 def setup(spec):
-    """Nova's databases and records, placement's schema."""
+    """Nova's databases and records, placement's schema; the seconds each
+    took in ``setup.json`` (``Cloud.build_s``)."""
     directory = spec["directory"]
+    timings = {}
+    started = time.monotonic()
     conf = _nova_conf(spec, "stock")
     _nova_conf(spec, "grants")
     make_databases(
@@ -375,14 +530,17 @@ def setup(spec):
         directory,
         spec["placement_url"],
         conf,
-        (
-            "sqlite:///%s/cell0.sqlite" % directory,
-            "sqlite:///%s/cell1.sqlite" % directory,
-        ),
+        (spec["cell0_url"], spec["cell1_url"]),
         "fake://",
     )
+    timings["schemas"] = time.monotonic() - started
+    started = time.monotonic()
     _write_records(spec, conf)
+    # NOTE: every node is mapped already; as an operator would, to be sure.
     _run("nova-manage", "--config-file", conf, "cell_v2", "discover_hosts")
+    timings["nova records"] = time.monotonic() - started
+    with open(os.path.join(directory, "setup.json"), "w") as f:
+        json.dump(timings, f)
 
 
 def _cell1(conf):
@@ -446,54 +604,38 @@ def _flavor(spec):
     )
 
 
-def prepare(spec, run, shares):
-    """What Nova's API and conductor have written when the conductor asks
-    for a host: each instance (building, no host yet) and its mapping."""
+def _write_records(spec, conf, batch=1000):
+    """A compute service, its compute node and its host mapping for every
+    node, as each compute writes its records at its start and ``cell_v2
+    discover_hosts`` maps it (the node marked mapped): Nova's own objects,
+    ``batch`` nodes a transaction in each database."""
     from nova import context as nova_context
     from nova import objects
-
-    admin, cell = _cell1(_nova_conf(spec, "stock"))
-    flavor = _flavor(spec)
-    with nova_context.target_cell(admin, cell) as cctxt:
-        for index, share in enumerate(shares):
-            for number in range(share):
-                instance_uuid = _instance_uuid(run, index, number)
-                objects.Instance(
-                    cctxt,
-                    uuid=instance_uuid,
-                    project_id="project",
-                    user_id="user",
-                    vm_state="building",
-                    image_ref=str(uuid.uuid4()),
-                    flavor=flavor,
-                    vcpus=flavor.vcpus,
-                    memory_mb=flavor.memory_mb,
-                    root_gb=flavor.root_gb,
-                    ephemeral_gb=0,
-                ).create()
-                objects.InstanceMapping(
-                    admin,
-                    instance_uuid=instance_uuid,
-                    cell_mapping=cell,
-                    project_id="project",
-                    user_id="user",
-                ).create()
-
-
-def _write_records(spec, conf):
-    from nova import context as nova_context
-    from nova import objects
+    from nova.db.sqlalchemy import api as db_api
 
     admin, cell = _cell1(conf)
     node = spec["node"]
-    with nova_context.target_cell(admin, cell) as cctxt:
-        for index in range(spec["nodes"]):
-            name = node_name(index)
-            service = objects.Service(
-                cctxt, host=name, binary="nova-compute", topic="compute"
-            )
-            service.create()
-            compute_node(cctxt, name, node, service.id).create()
+    names = [node_name(index) for index in range(spec["nodes"])]
+    for first in range(0, len(names), batch):
+        chunk = names[first : first + batch]
+        with nova_context.target_cell(admin, cell) as cctxt:
+            with db_api.get_context_manager(cctxt).writer.using(cctxt):
+                for name in chunk:
+                    service = objects.Service(
+                        cctxt,
+                        host=name,
+                        binary="nova-compute",
+                        topic="compute",
+                    )
+                    service.create()
+                    record = compute_node(cctxt, name, node, service.id)
+                    record.mapped = 1
+                    record.create()
+        with db_api.api_context_manager.writer.using(admin):
+            for name in chunk:
+                objects.HostMapping(
+                    admin, host=name, cell_mapping=cell
+                ).create()
 
 
 def compute_node(context, name, node, service_id=None):
@@ -562,68 +704,378 @@ def request_spec(flavor, instance_uuid, **fields):
     return objects.RequestSpec(**values)
 
 
-def _set_host(admin, cell, instance_uuid, chosen):
-    """What the compute's resource tracker writes when it claims: the
-    instance's host and node.  (The cell database is a SQLite file that
-    every scheduler process writes: a write that finds it locked waits
-    and tries again.)"""
-    import eventlet
-    import sqlalchemy as sa
-    from nova import context as nova_context
-    from nova import objects
-    from oslo_db import exception as db_exception
+class Phases:
+    """CPU seconds of this process by phase: ``with phases("scheduler"):``
+    marks the green thread running it as in that phase until the block
+    ends, with every green thread it spawns meanwhile (Nova's host
+    manager reads each cell's compute nodes on a green thread of its own,
+    ``scatter_gather_cells``); the process's CPU time is charged, at
+    every switch between green threads, to the phase of the one switched
+    out (``"other"`` where none is marked: eventlet's hub, the driver's
+    own loops, the calls' bookkeeping).  Several callers interleave in
+    one OS thread, so a phase's time is what its own green threads spent,
+    not the wall time between its start and its end."""
 
-    for attempt in range(200):
+    OTHER = "other"
+
+    def __init__(self):
+        import weakref
+
+        self.cpu = {}
+        self._phase = weakref.WeakKeyDictionary()
+        self._last = None
+        self._previous = None
+        self._spawned = None
+
+    def start(self):
+        import greenlet
+        from eventlet import greenthread
+
+        phase = self._phase
+        init = greenthread.GreenThread.__init__
+
+        def spawned(thread, *args, **kwargs):
+            init(thread, *args, **kwargs)
+            parent = phase.get(greenlet.getcurrent())
+            if parent is not None:
+                phase[thread] = parent
+
+        self._spawned = init
+        greenthread.GreenThread.__init__ = spawned
+        self._last = time.process_time()
+        self._previous = greenlet.settrace(self._switched)
+
+    def stop(self):
+        import greenlet
+        from eventlet import greenthread
+
+        self._charge(greenlet.getcurrent())
+        greenlet.settrace(self._previous)
+        greenthread.GreenThread.__init__ = self._spawned
+        self._last = None
+
+    def current(self):
+        """The phase of the running green thread."""
+        import greenlet
+
+        return self._phase.get(greenlet.getcurrent(), self.OTHER)
+
+    def _charge(self, which):
+        now = time.process_time()
+        phase = self._phase.get(which, self.OTHER)
+        self.cpu[phase] = self.cpu.get(phase, 0.0) + now - self._last
+        self._last = now
+
+    def _switched(self, event, args):
+        if event in ("switch", "throw"):
+            self._charge(args[0])
+        if self._previous is not None:
+            self._previous(event, args)
+
+    @contextlib.contextmanager
+    def __call__(self, phase):
+        import greenlet
+
+        current = greenlet.getcurrent()
+        if self._last is not None:
+            self._charge(current)
+        self._phase[current] = phase
         try:
-            with nova_context.target_cell(admin, cell) as cctxt:
-                instance = objects.Instance.get_by_uuid(
-                    cctxt, instance_uuid, expected_attrs=[]
-                )
-                instance.host = chosen.service_host
-                instance.node = chosen.nodename
+            yield
+        finally:
+            if self._last is not None:
+                self._charge(current)
+            del self._phase[current]
+
+
+class Boot:
+    """Nova's records of one boot, written as Nova 22's services write
+    them, around the scheduler's answer:
+
+    * ``api``: what ``nova.compute.api.API._provision_instances`` writes
+      before casting to the conductor, in one transaction of the API
+      database: the request spec, the build request carrying the
+      instance (not yet in a cell) and its instance mapping (no cell);
+    * ``conductor``: what ``schedule_and_build_instances`` writes once
+      the scheduler answered: the instance created in the chosen host's
+      cell (found by its host mapping, its availability zone the host's),
+      its instance mapping pointed at that cell, the build request
+      destroyed; ``bury`` for a NoValidHost (``_bury_in_cell0``): the
+      instance created in cell0 in ERROR, mapped there, its build request
+      destroyed;
+    * ``compute``: what the resource tracker's ``instance_claim`` writes
+      on the chosen compute: the instance's host, node and launched_on
+      saved, and the compute node's usage moved by the flavour.  A real
+      compute reads its node, adds the flavour and saves the node under
+      its lock; here several scheduler processes claim on the same node,
+      so the usage moves in one UPDATE of the row, relative to what it
+      holds, and no claim is lost.
+
+    Not written: the instance action, the block device mappings and the
+    tags the conductor writes, and everything the compute writes while
+    it builds (Nova's notifications are off, ``noop``).
+    """
+
+    def __init__(self, context, flavor):
+        """
+        :param context: the user's context (Nova's API passes it on to
+            the conductor, and the conductor to the compute).
+        :param flavor: the ``objects.Flavor`` of every boot.
+        """
+        from nova import objects
+
+        self.context = context
+        self.flavor = flavor
+        self.cell0 = objects.CellMapping.get_by_uuid(
+            context, objects.CellMapping.CELL0_UUID
+        )
+
+    def _instance(self, instance_uuid):
+        """The instance the API builds (``_validate_and_build_base_options``
+        and ``_populate_instance_for_create``), not yet created."""
+        from nova import objects
+        from nova.network import model as network_model
+
+        flavor = self.flavor
+        image_ref = str(uuid.uuid4())
+        return objects.Instance(
+            self.context,
+            uuid=instance_uuid,
+            reservation_id="r-%s" % uuid.uuid4().hex[:8],
+            image_ref=image_ref,
+            kernel_id="",
+            ramdisk_id="",
+            power_state=0,
+            vm_state="building",
+            task_state="scheduling",
+            config_drive="",
+            user_id=self.context.user_id,
+            project_id=self.context.project_id,
+            memory_mb=flavor.memory_mb,
+            vcpus=flavor.vcpus,
+            root_gb=flavor.root_gb,
+            ephemeral_gb=flavor.ephemeral_gb,
+            display_name="server-%s" % instance_uuid[:8],
+            hostname="server-%s" % instance_uuid[:8],
+            display_description=None,
+            user_data=None,
+            key_name=None,
+            key_data=None,
+            locked=False,
+            metadata={},
+            access_ip_v4=None,
+            access_ip_v6=None,
+            availability_zone=None,
+            root_device_name=None,
+            progress=0,
+            pci_requests=objects.InstancePCIRequests(requests=[]),
+            numa_topology=None,
+            system_metadata={
+                "image_base_image_ref": image_ref,
+                "image_min_disk": str(flavor.root_gb),
+                "image_min_ram": "0",
+                "owner_project_name": self.context.project_id,
+                "owner_user_name": self.context.user_id,
+            },
+            keypairs=objects.KeyPairList(objects=[]),
+            trusted_certs=None,
+            launch_index=0,
+            info_cache=objects.InstanceInfoCache(
+                instance_uuid=instance_uuid,
+                network_info=network_model.NetworkInfo(),
+            ),
+            flavor=flavor,
+            old_flavor=None,
+            new_flavor=None,
+            ephemeral_key_uuid=None,
+            security_groups=objects.SecurityGroupList(),
+            shutdown_terminate=False,
+        )
+
+    def api(self, spec_obj):
+        """The request spec ``spec_obj`` created with its build request
+        and instance mapping; returns the build request."""
+        from nova import objects
+        from nova.db.sqlalchemy import api as db_api
+
+        # NOTE(nova): the API's request spec is made with its context
+        # (``RequestSpec.from_components``).
+        spec_obj._context = self.context
+        instance = self._instance(spec_obj.instance_uuid)
+        build_request = objects.BuildRequest(
+            self.context,
+            instance=instance,
+            instance_uuid=instance.uuid,
+            project_id=instance.project_id,
+            block_device_mappings=objects.BlockDeviceMappingList(objects=[]),
+            tags=objects.TagList(),
+        )
+        mapping = objects.InstanceMapping(
+            self.context,
+            instance_uuid=instance.uuid,
+            project_id=self.context.project_id,
+            user_id=self.context.user_id,
+            cell_mapping=None,
+        )
+
+        @db_api.api_context_manager.writer
+        def create(context):
+            spec_obj.create()
+            build_request.create()
+            mapping.create()
+
+        create(self.context)
+        return build_request
+
+    def _create(self, instance, cell):
+        from nova import context as nova_context
+
+        with nova_context.target_cell(self.context, cell) as cctxt:
+            with instance.obj_alternate_context(cctxt):
+                instance.create()
+
+    def _map(self, instance, cell, build_request):
+        from nova import objects
+
+        mapping = objects.InstanceMapping.get_by_instance_uuid(
+            self.context, instance.uuid
+        )
+        mapping.cell_mapping = cell
+        mapping.save()
+        build_request.destroy()
+
+    def conductor(self, build_request, selection):
+        """The instance created where ``selection`` (the scheduler's
+        first ``Selection``) is; returns ``(instance, its cell)``."""
+        from nova import availability_zones
+        from nova import objects
+
+        instance = build_request.get_new_instance(self.context)
+        host = selection.service_host
+        cell = objects.HostMapping.get_by_host(self.context, host).cell_mapping
+        instance.availability_zone = (
+            availability_zones.get_host_availability_zone(self.context, host)
+        )
+        self._create(instance, cell)
+        self._map(instance, cell, build_request)
+        return instance, cell
+
+    def bury(self, build_request):
+        """No host: the instance in cell0, in ERROR."""
+        instance = build_request.get_new_instance(self.context)
+        instance.vm_state = "error"
+        instance.task_state = None
+        self._create(instance, self.cell0)
+        self._map(instance, self.cell0, build_request)
+
+    def compute(self, instance, cell, selection):
+        """The resource tracker's claim on the chosen node."""
+        from nova import context as nova_context
+        from nova.db.sqlalchemy import api as db_api
+        from nova.db.sqlalchemy import models
+        from oslo_utils import timeutils
+
+        flavor = instance.flavor
+        memory = flavor.memory_mb
+        disk = flavor.root_gb + flavor.ephemeral_gb + flavor.swap / 1024
+        node = models.ComputeNode
+        with nova_context.target_cell(self.context, cell) as cctxt:
+            with instance.obj_alternate_context(cctxt):
+                instance.host = selection.service_host
+                instance.launched_on = selection.service_host
+                instance.node = selection.nodename
                 instance.save()
-            return
-        except (sa.exc.OperationalError, db_exception.DBError) as exc:
-            if "locked" not in str(exc) or attempt == 199:
-                raise
-            eventlet.sleep(0.02)
+            with db_api.get_context_manager(cctxt).writer.using(
+                cctxt
+            ) as session:
+                session.query(node).filter_by(
+                    uuid=selection.compute_node_uuid, deleted=0
+                ).update(
+                    {
+                        node.vcpus_used: node.vcpus_used + flavor.vcpus,
+                        node.memory_mb_used: node.memory_mb_used + memory,
+                        node.local_gb_used: node.local_gb_used + disk,
+                        node.free_ram_mb: node.free_ram_mb - memory,
+                        node.free_disk_gb: node.free_disk_gb - disk,
+                        node.running_vms: node.running_vms + 1,
+                        node.updated_at: timeutils.utcnow(),
+                    },
+                    synchronize_session=False,
+                )
 
 
 class _Counts:
-    """SQL statements by database name, and placement's HTTP requests,
-    made in this process while counting is on."""
+    """SQL statements by database and phase (``Phases``), and placement's
+    HTTP requests by phase, made in this process while counting is on."""
 
-    def __init__(self):
+    def __init__(self, databases, phase):
+        """
+        :param databases: ``{database name: label}``; statements on any
+            other are not counted.
+        :param phase: ``f()`` giving the running green thread's phase.
+        """
         import sqlalchemy as sa
         from keystoneauth1 import session
 
         self.on = False
+        self._databases = databases
+        self._phase = phase
         self.statements = {}
-        self.http = 0
+        self.http = {}
         sa.event.listen(sa.engine.Engine, "before_cursor_execute", self._sql)
         request = session.Session.request
         counts = self
 
         def counted(self, *args, **kwargs):
             if counts.on:
-                counts.http += 1
+                phase = counts._phase()
+                counts.http[phase] = counts.http.get(phase, 0) + 1
             return request(self, *args, **kwargs)
 
         session.Session.request = counted
 
     def _sql(self, conn, *args):
-        if self.on:
-            name = os.path.basename(conn.engine.url.database or "?")
-            self.statements[name] = self.statements.get(name, 0) + 1
+        if not self.on:
+            return
+        label = self._databases.get(conn.engine.url.database)
+        if label is not None:
+            phases = self.statements.setdefault(label, {})
+            phase = self._phase()
+            phases[phase] = phases.get(phase, 0) + 1
 
-    def as_dict(self, uncounted):
-        statements = dict(self.statements)
-        statements.pop(uncounted, None)
-        return {"statements": statements, "http": self.http}
+    def as_dict(self):
+        """``{"statements": {label: {phase: n}}, "http": {phase: n}}``."""
+        return {"statements": self.statements, "http": self.http}
+
+
+@contextlib.contextmanager
+def _timed(steps, name):
+    """``steps[name]``: the milliseconds (wall clock) the block took."""
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        steps[name] = (time.monotonic() - started) * 1000
+
+
+def _database_name(url):
+    import sqlalchemy as sa
+
+    return sa.engine.url.make_url(url).database
 
 
 def schedule(spec, system, run, index, count, callers, profile=False):
-    """One scheduler process: see the module's docstring."""
+    """One scheduler process: see the module's docstring.
+
+    Each boot runs as Nova's services run it, in this process: the API's
+    records (``Boot.api``), ``select_destinations`` as Nova's RPC server
+    calls it for the conductor, the conductor's records, the compute's
+    claim (``Boot.compute``), for grant_scheduler the claim that consumes
+    the grant in its books, and then the compute's instance information
+    (``update_instance_info``) on this process's scheduler manager.  Nova
+    casts that to every scheduler; the process that placed the instance
+    is the one whose next answers depend on it here, so it alone is told.
+    """
     import eventlet
     import oslo_messaging as messaging
     from nova import config as nova_config
@@ -642,12 +1094,15 @@ def schedule(spec, system, run, index, count, callers, profile=False):
     )
     gs_conf.register_opts(nova_config.CONF)
     objects.register_all()
-    counts = _Counts()
+    phases = Phases()
+    # NOTE: placement's database is read for the NoValidHost check alone,
+    # which the schedulers never do: its statements are not counted.
+    databases = {_database_name(spec["gs_url"]): "gs"}
+    for name in NOVA_DATABASES:
+        databases[_database_name(spec["%s_url" % name])] = "nova"
+    counts = _Counts(databases, phases.current)
     manager = scheduler_manager.SchedulerManager()
     admin = nova_context.get_admin_context()
-    [cell] = [
-        c for c in objects.CellMappingList.get_all(admin) if c.name == "cell1"
-    ]
     # Nova's service runs the manager's periodic tasks at start.
     manager.periodic_tasks(admin)
     # Every compute tells every scheduler what it runs, at its start and
@@ -671,6 +1126,10 @@ def schedule(spec, system, run, index, count, callers, profile=False):
         time.sleep(0.1)
     amount = api.Resources.of(flavor_amount(spec["flavor"]))
     placement_room = placement_api.RoomCheck(spec["placement_url"])
+    user = nova_context.RequestContext(
+        user_id="user", project_id="project", is_admin=False
+    )
+    boot = Boot(user, _flavor(spec))
 
     def room(amount):
         """The nodes that fitted ``amount`` when NoValidHost was answered:
@@ -693,39 +1152,57 @@ def schedule(spec, system, run, index, count, callers, profile=False):
     def one(number):
         instance_uuid = _instance_uuid(run, index, number)
         spec_obj = request_spec(_flavor(spec), instance_uuid)
+        steps = {}
+        with phases("records"), _timed(steps, "api"):
+            build_request = boot.api(spec_obj)
         started = time.monotonic()
         try:
-            answer = manager.select_destinations(
-                admin,
-                spec_obj=spec_obj,
-                instance_uuids=[instance_uuid],
-                return_objects=True,
-                return_alternates=True,
-            )
+            with phases("scheduler"):
+                answer = manager.select_destinations(
+                    admin,
+                    spec_obj=spec_obj,
+                    instance_uuids=[instance_uuid],
+                    return_objects=True,
+                    return_alternates=True,
+                )
         except messaging.ExpectedException as exc:
             if not isinstance(exc.exc_info[1], nova_exception.NoValidHost):
                 raise
             ms = (time.monotonic() - started) * 1000
-            # NOTE: the check reads placement's database, which the
-            # schedulers never do: its statements are not counted.
+            with phases("records"), _timed(steps, "conductor"):
+                boot.bury(build_request)
             calls.append({"ms": ms, "nvh": True, "room": sorted(room(amount))})
             return
         ms = (time.monotonic() - started) * 1000
         chosen = answer[0][0]
-        # The compute's resource tracker sets the instance's host and node
-        # when it claims, before its instance information (the books'
-        # claim) reaches the schedulers.
-        _set_host(admin, cell, instance_uuid, chosen)
-        if system == "grants":
-            nova_claims.claim(
-                manager.driver.grant_scheduler,
-                instance_uuid,
-                chosen.service_host,
-                chosen.nodename,
-                lambda: amount,
-            )
+        with phases("records"):
+            with _timed(steps, "conductor"):
+                instance, cell = boot.conductor(build_request, chosen)
+            with _timed(steps, "compute"):
+                boot.compute(instance, cell, chosen)
+            if system == "grants":
+                with _timed(steps, "claim"):
+                    nova_claims.claim(
+                        manager.driver.grant_scheduler,
+                        instance_uuid,
+                        chosen.service_host,
+                        chosen.nodename,
+                        lambda: amount,
+                    )
+            with _timed(steps, "instance info"):
+                manager.update_instance_info(
+                    admin,
+                    chosen.service_host,
+                    objects.InstanceList(objects=[instance]),
+                )
         calls.append(
-            {"ms": ms, "host": chosen.service_host, "node": chosen.nodename}
+            {
+                "ms": ms,
+                "rec_ms": sum(steps.values()),
+                "rec_steps_ms": steps,
+                "host": chosen.service_host,
+                "node": chosen.nodename,
+            }
         )
 
     def recorded(number):
@@ -742,9 +1219,11 @@ def schedule(spec, system, run, index, count, callers, profile=False):
         profiler.enable()
     pool = eventlet.GreenPool(callers)
     counts.on = True
+    phases.start()
     for number in range(count):
         pool.spawn(recorded, number)
     pool.waitall()
+    phases.stop()
     counts.on = False
     if profiler is not None:
         profiler.disable()
@@ -753,12 +1232,7 @@ def schedule(spec, system, run, index, count, callers, profile=False):
         manager.driver.stop()
     with open(os.path.join(run, "%s.json" % index), "w") as f:
         json.dump(
-            {
-                "calls": calls,
-                "counts": counts.as_dict(
-                    os.path.basename(placement_room.engine.url.database)
-                ),
-            },
+            {"calls": calls, "counts": counts.as_dict(), "cpu": phases.cpu},
             f,
         )
 
@@ -771,8 +1245,6 @@ def main(argv):
         spec = json.load(f)
     if argv[1] == "setup":
         setup(spec)
-    elif argv[1] == "prepare":
-        prepare(spec, argv[3], json.loads(argv[4]))
     elif argv[1] == "schedule":
         system, run, index, count, callers = argv[3:8]
         schedule(

@@ -1,0 +1,88 @@
+"""The Nova-path benchmark (``tools/nova-path-bench.py``) at 1,000 nodes,
+small enough for CI: a cloud of Nova 22's databases on MariaDB and
+Debian's placement, a few boots of each system through Nova's own
+SchedulerManager with Nova's records of every boot written.
+
+The tool runs as an operator runs it (its ``main``, its rows read back
+from ``--json``), so a change that breaks the cloud, the records or the
+columns fails here; the checks are the benchmark's own invariants (every
+request placed, or refused with no node left that fitted; no node over
+its capacity in placement or in the books) and grant_scheduler's lead
+over the stock scheduler in boots per second, which at this size is
+wide.
+"""
+
+import importlib.util
+import json
+import os
+import unittest
+
+import fixtures
+
+from tests import base as gs_base
+
+TOOL = os.path.join(
+    os.path.dirname(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    ),
+    "tools",
+    "nova-path-bench.py",
+)
+NODES = 1000
+CALLERS = 4
+REQUESTS = 24
+# The columns each row adds to the scheduler's own latency.
+NEW_COLUMNS = ("records_ms", "cpu_ms", "placement_cpu_ms")
+
+
+def _tool():
+    """The benchmark's module, loaded from its file (its name has a
+    dash: it is a script, not a module on the path)."""
+    spec = importlib.util.spec_from_file_location("nova_path_bench", TOOL)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class TestNovaPathBench(gs_base.TestCase):
+    def setUp(self):
+        super().setUp()
+        # NOTE: building the cloud alone takes a minute or two.
+        self.useFixture(fixtures.Timeout(1800, gentle=True))
+
+    def test_at_1000_nodes(self):
+        rows_file = os.path.join(
+            self.useFixture(fixtures.TempDir()).path, "rows.json"
+        )
+        code = _tool().main(
+            [
+                "--nodes",
+                str(NODES),
+                "--callers",
+                str(CALLERS),
+                "--requests",
+                str(REQUESTS),
+                "--json",
+                rows_file,
+            ]
+        )
+        with open(rows_file) as f:
+            rows = {r["system"]: r for r in json.load(f)["rows"]}
+        self.assertEqual({"stock", "grants"}, set(rows))
+        for system, row in rows.items():
+            self.assertEqual([], row["errors"], system)
+            # Every request placed, or refused when no node had room.
+            self.assertEqual(REQUESTS, row["placed"] + row["nvh"], system)
+            self.assertEqual(0, row["nvh_with_room"], system)
+            # No node over capacity, in placement (and in the books).
+            self.assertEqual([], row["over_capacity"], system)
+            for column in NEW_COLUMNS:
+                self.assertGreater(row[column], 0, (system, column))
+        self.assertGreater(
+            rows["grants"]["boots_per_s"], rows["stock"]["boots_per_s"]
+        )
+        self.assertEqual(0, code)
+
+
+if __name__ == "__main__":
+    unittest.main()
