@@ -64,6 +64,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from grant_scheduler import api  # noqa: E402
+from grant_scheduler import decision  # noqa: E402
 from grant_scheduler_bench import placement_api  # noqa: E402
 from tests import base as gs_base  # noqa: E402
 from tests.nova22 import cloud  # noqa: E402
@@ -191,8 +192,14 @@ def percentile(values, fraction):
 
 
 def empty_books(gs):
-    for report in gs.hosts():
-        gs.delete_host(report.state.host, report.state.node)
+    """Every claim released and every live grant withdrawn, the nodes
+    kept registered (as in a cloud whose schedulers restart: only a new
+    node is registered, at a scheduler's first sync)."""
+    for claim in gs.claims():
+        gs.release(claim.instance_uuid, claim.host, claim.node)
+    for grant in gs.grants():
+        if grant.state == decision.GRANT_WON:
+            gs.withdraw_instance(grant.instance_uuid)
 
 
 def _per_phase(counts, label):

@@ -85,6 +85,7 @@ USAGE_COLUMNS = (
     "local_gb_used",
     "free_ram_mb",
     "free_disk_gb",
+    "disk_available_least",
     "running_vms",
 )
 
@@ -116,6 +117,7 @@ def empty_usage(node):
         "local_gb_used": 0,
         "free_ram_mb": node["memory_mb"] - node["reserved_mb"],
         "free_disk_gb": node["local_gb"],
+        "disk_available_least": node["local_gb"],
         "running_vms": 0,
     }
 
@@ -997,6 +999,9 @@ class Boot:
                         node.local_gb_used: node.local_gb_used + disk,
                         node.free_ram_mb: node.free_ram_mb - memory,
                         node.free_disk_gb: node.free_disk_gb - disk,
+                        node.disk_available_least: (
+                            node.disk_available_least - disk
+                        ),
                         node.running_vms: node.running_vms + 1,
                         node.updated_at: timeutils.utcnow(),
                     },
