@@ -363,6 +363,20 @@ class AllOrNothing(InterleavingTestCase):
         self.assertEqual([], admin.check(quiescent=True))
 
 
+def claim_one_slot(compute, selection):
+    """``compute``'s claim of one slot for ``selection``, started in a
+    thread of its own (``Run``)."""
+    run = Run(
+        compute.claim_instance,
+        selection.instance_uuid,
+        selection.host,
+        selection.node,
+        lambda: ONE_SLOT,
+    )
+    run.start()
+    return run
+
+
 class DuplicateGrantsTestCase(InterleavingTestCase):
     """A claim consumes exactly one grant of its instance; the instance's
     other live grants (a reschedule, a retried request) go with it."""
@@ -516,14 +530,7 @@ class ClaimBesideTheNodesWriters(DuplicateGrantsTestCase):
             admin,
             self.gs_once(hooks=injection.Hooks().on("claim_written", pause)),
         )
-        run_claim = Run(
-            compute.claim_instance,
-            mine.instance_uuid,
-            mine.host,
-            mine.node,
-            lambda: ONE_SLOT,
-        )
-        run_claim.start()
+        run_claim = claim_one_slot(compute, mine)
         pause.wait_reached(self)
         run_grant = Run(self.schedule, self.gs_once())
         run_grant.start()
@@ -549,14 +556,7 @@ class ClaimBesideTheNodesWriters(DuplicateGrantsTestCase):
             hosts.report.__wrapped__(
                 self.db, conn, "host0", "node0", api.Capacity(FOUR_SLOTS)
             )
-            run_claim = Run(
-                compute.claim_instance,
-                mine.instance_uuid,
-                mine.host,
-                mine.node,
-                lambda: ONE_SLOT,
-            )
-            run_claim.start()
+            run_claim = claim_one_slot(compute, mine)
             wait_for(
                 self,
                 lambda: lock_waiters(self.db) >= 1,
