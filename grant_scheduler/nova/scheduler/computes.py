@@ -210,15 +210,10 @@ class CellComputes:
         timing = self._timing
         engine = self._engine(cctxt)
         began, now = self._utcnow(), self._clock()
-        for table, query in (
-            (self._nodes, self._node_query),
-            (self._services, self._service_query),
+        for table, query, interval in (
+            (self._nodes, self._node_query, timing.resync_interval),
+            (self._services, self._service_query, timing.service_interval),
         ):
-            interval = (
-                timing.resync_interval
-                if table is self._nodes
-                else timing.service_interval
-            )
             full = table.due(now)
             since = None if full else table.mark - timing.overlap
             rows = _rows(engine, query(since))
