@@ -175,12 +175,17 @@ def profile_parts(paths, boots):
     return parts
 
 
-def profile(the_cloud, gs, system, requests):
-    """One process, one caller, under cProfile."""
+def profile(the_cloud, gs, system, requests, keep=None):
+    """One process, one caller, under cProfile; its stats copied to
+    ``keep`` (a path) when given."""
     the_cloud.reset_placement()
     empty_books(gs)
     result = the_cloud.schedule(system, 1, 1, requests, profile=True)
     boots = sum(1 for c in result["calls"] if "host" in c)
+    if keep:
+        import pstats
+
+        pstats.Stats(*result["profiles"]).dump_stats(keep)
     return profile_parts(result["profiles"], boots)
 
 
@@ -373,6 +378,12 @@ def main(argv):
         help="after the timed runs, N boots of each system in one process "
         "with one caller under cProfile, and where their time went",
     )
+    parser.add_argument(
+        "--profile-dir",
+        metavar="DIR",
+        help="keep each profile's stats there, as SYSTEM-NODES.prof "
+        "(pstats; read with python3 -m pstats)",
+    )
     parser.add_argument("--json")
     args = parser.parse_args(argv)
     rows = []
@@ -421,7 +432,15 @@ def main(argv):
                         rows.append(row)
                         print(table([row]).splitlines()[2], flush=True)
                 for system in args.systems.split(",") if args.profile else ():
-                    parts = profile(the_cloud, gs, system, args.profile)
+                    keep = None
+                    if args.profile_dir:
+                        os.makedirs(args.profile_dir, exist_ok=True)
+                        keep = os.path.join(
+                            args.profile_dir, "%s-%d.prof" % (system, nodes)
+                        )
+                    parts = profile(
+                        the_cloud, gs, system, args.profile, keep=keep
+                    )
                     profiles.append((nodes, system, parts))
             finally:
                 gs.database.dispose()

@@ -481,8 +481,11 @@ def claim(db, conn, build, host_id=None, before_commit=None):
         conn, instance_uuid, host, node, resources, request_id
     )
     if grant is None and resources is None and build.resources_of is not None:
-        if _existing(conn, instance_uuid, host, node) is not None:
-            raise AlreadyClaimed()
+        # NOTE: a repeat (every scheduler follows the compute's instance
+        # info): answered here, nothing written or locked so far.
+        repeated = _existing(conn, instance_uuid, host, node)
+        if repeated is not None:
+            return repeated
         resources = build.resources_of()
     held = NOTHING if grant is None else rows.amount(grant, "grant_resources")
     amount = resources if resources is not None else held

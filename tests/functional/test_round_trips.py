@@ -29,6 +29,10 @@ ONE = api.Resources(1, 1024, 10)
 
 # (view, grant, claim) statements of the steady state, per backend.
 EXPECTED = {"sqlite": (2, 4, 5), "mysql": (1, 3, 5), "postgresql": (1, 3, 1)}
+# A repeated claim (every scheduler follows the compute's instance info):
+# its grant looked for (consumed: none found), the node's live grants of
+# the instance, and its claim found, in one transaction.
+REPEATED = {"sqlite": 3, "mysql": 3, "postgresql": 3}
 # oslo.db before 9 (Nova 22's 8.4) pings every connection it checks out
 # with a SELECT 1: one statement more per transaction, and not ours.
 PINGS = int(hasattr(oslo_engines, "_connect_ping_listener"))
@@ -143,3 +147,25 @@ class RoundTrips(base.DatabaseTestCase):
             instance_uuid, host, node, resources_of
         )
         self.assertEqual(("existing", []), (outcome.how, asked))
+
+    def test_a_repeated_claim_is_one_transaction_that_writes_nothing(self):
+        host = self.place()[0]
+        claim = self.compute.claims(host)[0]
+        before = dict(self.compute_counts)
+        outcome = self.compute.claim_instance(
+            claim.instance_uuid, host, claim.node, self.fail
+        )
+        self.assertEqual(
+            (
+                "existing",
+                REPEATED[self.db.dialect_name] + PINGS,
+                1,
+                0,
+            ),
+            (
+                outcome.how,
+                self.compute_counts["statements"] - before["statements"],
+                self.compute_counts["commits"] - before["commits"],
+                self.compute_counts["rollbacks"] - before["rollbacks"],
+            ),
+        )

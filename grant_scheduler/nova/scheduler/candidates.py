@@ -51,6 +51,7 @@ their provider summaries name the nodes, as for the stock scheduler.
 """
 
 import collections
+import threading
 import time
 from urllib import parse
 
@@ -176,13 +177,50 @@ class BuiltRequests:
             self._alternates[rp_uuid] = bool(self._now(rp_uuid))
         return self._alternates[rp_uuid]
 
-    def choosing_alternates(self):
+    def choosing_alternates(self, likely=()):
         """Nova's FilterScheduler has claimed every instance of the
         request: the nodes asked about from now on are alternates, each
         offered only if placement has room on it now (asked once per
-        node and request)."""
+        node and request).
+
+        :param likely: uuids of the nodes Nova will ask about first, in
+            its order: those the books admit are asked of placement at
+            once, side by side, rather than one after the other as Nova
+            comes to them (a node Nova then skips is one it would have
+            asked about anyway).
+        """
         if self._alternates is None:
             self._alternates = {}
+        if self._now is None or self._refused:
+            return
+        pending = [
+            rp_uuid
+            for rp_uuid in dict.fromkeys(likely)
+            if rp_uuid is not None
+            and rp_uuid not in self._alternates
+            and (self._admits is None or self._admits(rp_uuid) is True)
+        ]
+        if len(pending) < 2:
+            return
+        answers = {}
+
+        def ask(rp_uuid):
+            try:
+                answers[rp_uuid] = bool(self._now(rp_uuid))
+            except Exception:  # noqa: BLE001 - asked again when Nova comes
+                LOG.debug("Placement's room on %s not read", rp_uuid)
+
+        readers = [
+            threading.Thread(target=ask, args=(rp_uuid,), daemon=True)
+            for rp_uuid in pending[1:]
+        ]
+        for reader in readers:
+            reader.start()
+        ask(pending[0])
+        for reader in readers:
+            reader.join()
+        # NOTE: a read that failed leaves its node to be asked again.
+        self._alternates.update(answers)
 
     @property
     def refused(self):

@@ -71,6 +71,25 @@ def _lacks_a_class(state, amount):
     return any(name not in state.capacity.inventories for name in amount)
 
 
+def _likely_alternates(
+    selected_hosts, spec_obj, hosts, index, num_alts, *args, **kwargs
+):
+    """The uuids of the hosts Nova's ``_get_alternate_hosts`` (18-22, same
+    arguments) comes to first for a request of one instance: the first
+    ``num_alts`` of the sorted ``hosts`` in the chosen host's cell, the
+    chosen aside; none for more instances (Nova sorts the hosts again)."""
+    if len(selected_hosts) != 1 or index > 0 or num_alts < 1:
+        return ()
+    chosen = selected_hosts[0]
+    likely = []
+    for host in hosts:
+        if len(likely) >= num_alts:
+            break
+        if host.cell_uuid == chosen.cell_uuid and host not in selected_hosts:
+            likely.append(host.uuid)
+    return likely
+
+
 class GrantingPlacementClient:
     """Nova's placement client whose claims a grant decides first.
 
@@ -268,15 +287,23 @@ class NodeGrants:
         state = self._by_uuid.get(node_uuid)
         if state is None:
             return True
-        offered = state.capacity.inventories
+        capacity = state.capacity
+        offered = capacity.inventories
         if any(name not in offered for name in amount):
             return None
         others = (
             api.NOTHING if self._others is None else self._others(node_uuid)
         )
-        return dataclasses.replace(
-            state, used=state.used + others, granted=api.NOTHING
-        ).fits(amount)
+        # NOTE: asked of every node a request may be offered: the test of
+        # HostState.fits with usage plus ``others`` and no live grants,
+        # without building that state.
+        if not capacity.admits(amount):
+            return False
+        used, limit = state.used, state.limit
+        return all(
+            used[name] + others[name] + value <= limit[name]
+            for name, value in amount.items()
+        )
 
     def placement_has_room(self, context, node_uuid, amount, since=None):
         """Whether placement has room for ``amount`` on the node now, as
@@ -429,7 +456,7 @@ class GrantingFilterScheduler(filter_scheduler.FilterScheduler):
         room on now (``BuiltRequests.choosing_alternates``)."""
         requests = getattr(self._local, "requests", None)
         if isinstance(requests, candidates.BuiltRequests):
-            requests.choosing_alternates()
+            requests.choosing_alternates(_likely_alternates(*args, **kwargs))
         return super()._get_alternate_hosts(*args, **kwargs)
 
     def _get_all_host_states(self, context, spec_obj, provider_summaries):

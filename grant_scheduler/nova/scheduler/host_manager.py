@@ -125,6 +125,15 @@ def _among(compute_nodes, compute_uuids):
     }
 
 
+def _copied(host_state):
+    """What ``copy.copy`` makes of a HostState (a new object of its class
+    sharing its attributes; Nova's HostState defines no copy protocol of
+    its own), made directly: one per node a request judges."""
+    copied = object.__new__(type(host_state))
+    copied.__dict__.update(host_state.__dict__)
+    return copied
+
+
 class _PrivateHostState(nova_host_manager.HostState):
     """A HostState that is one request's copy of one kept between
     requests: what Nova's consumption changes in place is copied first.
@@ -244,7 +253,7 @@ class GrantsHostManager(nova_host_manager.HostManager):
                     host_state.update(compute, dict(service))
                     entry = (host_state, compute, service)
                 kept[key] = entry
-                host_state = copy.copy(entry[0])
+                host_state = _copied(entry[0])
                 # NOTE: filters write limits (NUMATopologyFilter); the rest
                 # that consumption changes in place is copied on consumption.
                 host_state.limits = dict(entry[0].limits or {})

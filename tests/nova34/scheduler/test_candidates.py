@@ -7,6 +7,7 @@ Nova 18-22 services in ``tests/nova18_22/candidates.py``.
 """
 
 import json
+import threading
 import unittest
 
 from nova.scheduler.filters import compute_filter
@@ -146,6 +147,58 @@ class TestBuiltRequests(unittest.TestCase):
         self.assertNotIn("rp-held", requests)
         self.assertIn("rp-a", requests)
         self.assertEqual(["rp-held", "rp-a"], asked)
+
+    def test_the_likely_alternates_are_asked_side_by_side(self):
+        # NOTE: the two reads meet at the barrier only if both run at once;
+        # one after the other, the first waits out its timeout.
+        barrier = threading.Barrier(2, timeout=10)
+        asked = []
+
+        def now(rp_uuid):
+            asked.append(rp_uuid)
+            barrier.wait()
+            return rp_uuid != "rp-held"
+
+        requests = candidates.BuiltRequests(
+            AMOUNTS,
+            self.fail,
+            admits=lambda rp_uuid: rp_uuid != "rp-full",
+            now=now,
+        )
+        requests.choosing_alternates(["rp-full", "rp-a", "rp-held", None])
+        self.assertEqual({"rp-a", "rp-held"}, set(asked))
+        # Nova then asks as it comes to them: nothing is read again.
+        self.assertNotIn("rp-full", requests)
+        self.assertIn("rp-a", requests)
+        self.assertNotIn("rp-held", requests)
+        self.assertEqual(2, len(asked))
+
+    def test_one_likely_alternate_is_asked_when_nova_comes_to_it(self):
+        asked = []
+        requests = candidates.BuiltRequests(
+            AMOUNTS,
+            self.fail,
+            now=lambda rp_uuid: asked.append(rp_uuid) or True,
+        )
+        requests.choosing_alternates(["rp-a"])
+        self.assertEqual([], asked)
+        self.assertIn("rp-a", requests)
+        self.assertEqual(["rp-a"], asked)
+
+    def test_a_read_that_fails_is_made_again_when_nova_comes_to_it(self):
+        asked = []
+
+        def now(rp_uuid):
+            asked.append(rp_uuid)
+            if len(asked) <= 2 and rp_uuid == "rp-b":
+                raise OSError("placement did not answer")
+            return True
+
+        requests = candidates.BuiltRequests(AMOUNTS, self.fail, now=now)
+        requests.choosing_alternates(["rp-a", "rp-b"])
+        self.assertIn("rp-a", requests)
+        self.assertIn("rp-b", requests)
+        self.assertEqual(["rp-a", "rp-b", "rp-b"], sorted(asked))
 
     def test_alternates_from_placements_candidates_ask_nothing_more(self):
         requests = candidates.BuiltRequests(

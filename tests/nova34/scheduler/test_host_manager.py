@@ -3,6 +3,7 @@
 of those with room, at random, as placement would return them."""
 
 import collections
+import copy
 import random
 import types
 import unittest
@@ -75,3 +76,22 @@ class TestSample(unittest.TestCase):
             ["c1-1"],
             [n.uuid for n in host_manager._among(cells, sample)["c1"]],
         )
+
+
+class TestCopied(unittest.TestCase):
+    """A request's HostState is what ``copy.copy`` makes of the kept one."""
+
+    def test_as_copy_copy_makes_it(self):
+        kept = host_manager._PrivateHostState("host1", "node1", "cell1")
+        kept.limits = {"vcpu": 4.0}
+        kept.free_ram_mb = 2048
+        copied = host_manager._copied(kept)
+        reference = copy.copy(kept)
+        self.assertIs(type(reference), type(copied))
+        self.assertIsNot(kept, copied)
+        self.assertEqual(vars(reference).keys(), vars(copied).keys())
+        for name, value in vars(reference).items():
+            self.assertIs(value, getattr(copied, name), name)
+        # NOTE: its own attributes: what a request sets stays its own.
+        copied.free_ram_mb = 0
+        self.assertEqual(2048, kept.free_ram_mb)

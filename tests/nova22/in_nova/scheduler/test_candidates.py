@@ -1,6 +1,8 @@
 """Built allocation requests in Nova 22's services and placement
 (``tests/nova18_22/candidates.py``)."""
 
+import dataclasses
+import random
 import time
 import unittest
 
@@ -87,3 +89,64 @@ class TestAlternatesUsageReads(unittest.TestCase):
         self.assertTrue(self.grants.placement_has_room(None, "a", self.one))
         self.grants._by_uuid["a"].used = api.Resources(4, 0, 0)
         self.assertFalse(self.grants.placement_has_room(None, "a", self.one))
+
+
+class TestBooksRoom(unittest.TestCase):
+    """``NodeGrants.has_room``, asked of every node a request may be
+    offered, answers as ``HostState.fits`` of the node with what
+    placement holds beyond the books added to its usage and no live
+    grants; None where the node's own provider lacks a class."""
+
+    CLASSES = ("VCPU", "MEMORY_MB", "DISK_GB", "CUSTOM_GOLD")
+
+    def _inventory(self, rng):
+        total = rng.randint(1, 40)
+        return api.Inventory(
+            total=total,
+            reserved=rng.randint(0, 3),
+            allocation_ratio=rng.choice((1.0, 1.5, 16.0)),
+            min_unit=rng.randint(1, 2),
+            max_unit=rng.randint(1, total),
+            step_size=rng.choice((1, 1, 2)),
+        )
+
+    def _amount(self, rng, classes, low=0):
+        return api.Resources.of(
+            {
+                name: rng.randint(low, 12)
+                for name in rng.sample(classes, rng.randint(1, len(classes)))
+            }
+        )
+
+    def test_as_the_node_state_fits(self):
+        rng = random.Random(20261206)
+        answers = set()
+        for number in range(3000):
+            offered = rng.sample(self.CLASSES, rng.randint(1, 4))
+            state = api.HostState(
+                number,
+                "host%d" % number,
+                "node%d" % number,
+                api.Capacity.of({n: self._inventory(rng) for n in offered}),
+                self._amount(rng, offered),
+                granted=self._amount(rng, offered),
+                node_uuid="uuid%d" % number,
+            )
+            others = self._amount(rng, offered)
+            amount = self._amount(rng, self.CLASSES, low=1)
+            grants = filter_scheduler.NodeGrants(
+                lambda: None, None, others={state.node_uuid: others}.get
+            )
+            grants._by_uuid = {state.node_uuid: state}
+            if any(name not in offered for name in amount):
+                expected = None
+            else:
+                expected = dataclasses.replace(
+                    state, used=state.used + others, granted=api.NOTHING
+                ).fits(amount)
+            answer = grants.has_room(state.node_uuid, amount)
+            self.assertIs(expected, answer, (state, others, amount))
+            answers.add(answer)
+        # NOTE: the draw reaches every answer.
+        self.assertEqual({None, True, False}, answers)
+        self.assertIs(True, grants.has_room("not known", amount))

@@ -8,12 +8,15 @@ drive Nova's API and check what Nova and placement record, beside what
 grant_scheduler's books say.
 """
 
+import types
+import unittest
 from unittest import mock
 
 from nova import context as nova_context
 from nova import exception as nova_exception
 from nova.tests.functional.api import client
 
+from grant_scheduler.nova.scheduler import filter_scheduler
 from tests.nova22.in_nova import base
 
 # An image of Nova's GlanceFixture other than the one servers boot from.
@@ -276,3 +279,29 @@ class TestCostPerBoot(base.GrantsTestBase):
         print("grant_scheduler statements for one boot: %s" % statements)
         self.assertLessEqual(len(statements), self.MOST_STATEMENTS)
         self.assertIn("INSERT", statements)  # the grant
+
+
+class TestLikelyAlternates(unittest.TestCase):
+    """The hosts Nova's ``_get_alternate_hosts`` comes to first, asked of
+    placement side by side (``BuiltRequests.choosing_alternates``)."""
+
+    def host(self, uuid, cell):
+        return types.SimpleNamespace(uuid=uuid, cell_uuid=cell)
+
+    def test_the_first_of_the_chosen_hosts_cell_in_nova_order(self):
+        chosen = self.host("a", "c1")
+        hosts = [
+            chosen,
+            self.host("b", "c2"),
+            self.host("c", "c1"),
+            self.host("d", "c1"),
+            self.host("e", "c1"),
+        ]
+        likely = filter_scheduler._likely_alternates
+        self.assertEqual(["c", "d"], likely([chosen], None, hosts, 0, 2))
+        self.assertEqual(
+            ["c"], likely([chosen], None, hosts, 0, 1, {}, "1.29")
+        )
+        self.assertEqual((), likely([chosen], None, hosts, 0, 0))
+        # More instances: Nova sorts the hosts again for each.
+        self.assertEqual((), likely([chosen, hosts[2]], None, hosts, 1, 2))
