@@ -159,11 +159,8 @@ def _is_file(filename, suffix):
     return ours == suffix.startswith("grant_scheduler/")
 
 
-def profile_parts(paths, boots):
-    """``[(part, ms per boot)]`` from the cProfile stats in ``paths``."""
-    import pstats
-
-    stats = pstats.Stats(*paths)
+def profile_parts(stats, boots):
+    """``[(part, ms per boot)]`` from cProfile's ``pstats.Stats``."""
     parts = []
     for part, suffix, name in PARTS:
         seconds = sum(
@@ -182,11 +179,12 @@ def profile(the_cloud, gs, system, requests, keep=None):
     empty_books(gs)
     result = the_cloud.schedule(system, 1, 1, requests, profile=True)
     boots = sum(1 for c in result["calls"] if "host" in c)
-    if keep:
-        import pstats
+    import pstats
 
-        pstats.Stats(*result["profiles"]).dump_stats(keep)
-    return profile_parts(result["profiles"], boots)
+    stats = pstats.Stats(*result["profiles"])
+    if keep:
+        stats.dump_stats(keep)
+    return profile_parts(stats, boots)
 
 
 def percentile(values, fraction):
