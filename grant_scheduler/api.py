@@ -495,6 +495,15 @@ class GrantScheduler:
         return self._scheduler.view(ranker=ranker)
 
     @_edge
+    def nodes(self):
+        """``(by node uuid, by (host, node))``: every node's
+        ``HostState`` as this process's view has it, refreshed from what
+        changed.  The view's own maps, kept up to date as it reads: read
+        them, never change them (a request that needs a view of its own
+        takes ``view()``)."""
+        return self._scheduler.view_cache.nodes()
+
+    @_edge
     def granted_by_node(self):
         """``{(host, node): Resources}`` promised by live grants."""
         return self.store.granted_by_node()

@@ -234,6 +234,10 @@ class ViewCache:
         self._free = {}
         self._stamps = {}
         """``{host id: stamp}`` of each cached row as it was read."""
+        self._by_uuid = {}
+        """``{node uuid: HostState}`` of the cached rows."""
+        self._by_key = {}
+        """``{(host, node): HostState}`` of the cached rows."""
         self._newest = None
         self._resync_at = None
         self.rows_read = 0
@@ -256,6 +260,7 @@ class ViewCache:
         previous = self._free
         if full:
             self._states, self._free, self._stamps = {}, {}, {}
+            self._by_uuid, self._by_key = {}, {}
             self._resync_at = now + self.resync_interval
             self.full_reads += 1
         self.others_granted = False
@@ -269,7 +274,7 @@ class ViewCache:
                 # NOTE: a claim or a release never lowers what is free;
                 # another scheduler's grant does.
                 self.others_granted = True
-            _put(self._states, self._free, state.host_id, state)
+            self._keep(state.host_id, state)
             self._stamps[state.host_id] = stamp
             if stamp is not None and (
                 self._newest is None or stamp > self._newest
@@ -290,13 +295,31 @@ class ViewCache:
     def states(self):
         return list(self._states.values())
 
+    def nodes(self):
+        """``(by node uuid, by (host, node))``: every cached row, refreshed
+        from what changed, in two maps the cache keeps up to date as it
+        reads, so that asking costs nothing per node.  The cache's own
+        maps: read them, never change them; a full read replaces them."""
+        self.refresh()
+        return self._by_uuid, self._by_key
+
     def find(self, host, node):
         """The cached row of ``host``/``node``, or None."""
-        for state in self._states.values():
-            if state.node == node and state.host == host:
-                return state
-        return None
+        return self._by_key.get((host, node))
 
     def fold(self, host_id, fresh):
         """Keep a row read by a grant's own transaction (None: gone)."""
+        self._keep(host_id, fresh)
+
+    def _keep(self, host_id, fresh):
+        """``_put``, with the maps by node uuid and by names following."""
+        before = self._states.get(host_id)
+        if before is not None:
+            if self._by_uuid.get(before.node_uuid) is before:
+                del self._by_uuid[before.node_uuid]
+            if self._by_key.get((before.host, before.node)) is before:
+                del self._by_key[(before.host, before.node)]
         _put(self._states, self._free, host_id, fresh)
+        if fresh is not None:
+            self._by_uuid[fresh.node_uuid] = fresh
+            self._by_key[(fresh.host, fresh.node)] = fresh

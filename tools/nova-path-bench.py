@@ -50,7 +50,12 @@ The last lines give grant_scheduler's ratios to stock, per size and
 number of callers, and stock's CPU per boot (scheduler and placement)
 over grant_scheduler's.  ``--json PATH`` writes the rows (with the
 statements and CPU of every phase: ``records``, ``scheduler`` and
-``other``, the processes' own loops and eventlet's hub).
+``other``, the processes' own loops and eventlet's hub; grant_scheduler's
+part of the records apart, as ``records: claim`` and ``records: instance
+info``), ``first_ms``, the first five boots' ``select_destinations`` in
+the order they ended, and ``run_s``, the seconds the slowest process took
+from the start signal to its last boot's records (``wall_s`` less the
+processes' start of work and their exit).
 """
 
 import argparse
@@ -259,9 +264,11 @@ def measure(
         "errors": errors,
         "start_s": result["start_s"],
         "wall_s": result["wall_s"],
+        "run_s": result["run_s"],
         "boots_per_s": len(placed) / result["wall_s"],
         "p50_ms": statistics.median(latencies) if latencies else float("nan"),
         "p99_ms": percentile(latencies, 0.99),
+        "first_ms": latencies[:5],
         "records_ms": statistics.median(records) if records else float("nan"),
         "records_ms_by_step": {
             step: statistics.median(

@@ -387,6 +387,7 @@ class Cloud:
             result["calls"].extend(done["calls"])
             result["counts"].append(done["counts"])
             result["cpu"].append(done["cpu"])
+            result["run_s"] = max(result.get("run_s", 0.0), done["run_s"])
         return result
 
     def placement_usage(self):
@@ -781,13 +782,17 @@ class Phases:
         current = greenlet.getcurrent()
         if self._last is not None:
             self._charge(current)
+        outer = self._phase.get(current)
         self._phase[current] = phase
         try:
             yield
         finally:
             if self._last is not None:
                 self._charge(current)
-            del self._phase[current]
+            if outer is None:
+                del self._phase[current]
+            else:
+                self._phase[current] = outer
 
 
 class Boot:
@@ -1186,7 +1191,7 @@ def schedule(spec, system, run, index, count, callers, profile=False):
             with _timed(steps, "compute"):
                 boot.compute(instance, cell, chosen)
             if system == "grants":
-                with _timed(steps, "claim"):
+                with phases("records: claim"), _timed(steps, "claim"):
                     nova_claims.claim(
                         manager.driver.grant_scheduler,
                         instance_uuid,
@@ -1194,7 +1199,9 @@ def schedule(spec, system, run, index, count, callers, profile=False):
                         chosen.nodename,
                         lambda: amount,
                     )
-            with _timed(steps, "instance info"):
+            with phases("records: instance info"), _timed(
+                steps, "instance info"
+            ):
                 manager.update_instance_info(
                     admin,
                     chosen.service_host,
@@ -1225,9 +1232,11 @@ def schedule(spec, system, run, index, count, callers, profile=False):
     pool = eventlet.GreenPool(callers)
     counts.on = True
     phases.start()
+    began = time.monotonic()
     for number in range(count):
         pool.spawn(recorded, number)
     pool.waitall()
+    ran = time.monotonic() - began
     phases.stop()
     counts.on = False
     if profiler is not None:
@@ -1237,7 +1246,12 @@ def schedule(spec, system, run, index, count, callers, profile=False):
         manager.driver.stop()
     with open(os.path.join(run, "%s.json" % index), "w") as f:
         json.dump(
-            {"calls": calls, "counts": counts.as_dict(), "cpu": phases.cpu},
+            {
+                "calls": calls,
+                "counts": counts.as_dict(),
+                "cpu": phases.cpu,
+                "run_s": ran,
+            },
             f,
         )
 

@@ -152,3 +152,76 @@ class TestCache(base.TestCase):
         store.take(3, R(1, 1, 1))
         cache.view()
         self.assertTrue(cache.others_granted)
+
+
+class TestCacheMaps(base.TestCase):
+    """``ViewCache.nodes``: the maps by node uuid and by names follow every
+    read, fold and full read, as maps built from ``states()`` would."""
+
+    def assert_maps(self, cache, step):
+        by_uuid, by_key = cache.nodes()
+        states = cache.states()
+        self.assertEqual({s.node_uuid: s for s in states}, by_uuid, step)
+        self.assertEqual({(s.host, s.node): s for s in states}, by_key, step)
+        for state in states:
+            self.assertIs(state, by_uuid[state.node_uuid], step)
+            self.assertIs(state, cache.find(state.host, state.node), step)
+
+    def test_the_maps_follow_every_change(self):
+        rng = random.Random(11)
+        for trial in range(40):
+            states = [
+                dataclasses.replace(s, node_uuid="uuid-%d" % s.host_id)
+                for s in random_states(rng, 6)
+            ]
+            store = fakes.FakeStore(states)
+            now = [0.0]
+            cache = gs_view.ViewCache(
+                store, resync_interval=60.0, overlap=2.0, clock=lambda: now[0]
+            )
+            renamed = 0
+            for step in range(30):
+                what = rng.choice(["rename", "uuid", "fold", "gone", "full"])
+                host_id = rng.choice(sorted(store.states) or [None])
+                if host_id is None:
+                    break
+                state = store.states[host_id]
+                if what == "rename":
+                    # A node row taken by other names (a re-created node).
+                    renamed += 1
+                    store.states[host_id] = dataclasses.replace(
+                        state, host="re%d" % renamed, node="rn%d" % renamed
+                    )
+                elif what == "uuid":
+                    renamed += 1
+                    store.states[host_id] = dataclasses.replace(
+                        state, node_uuid="uuid-new-%d" % renamed
+                    )
+                elif what == "fold":
+                    cache.nodes()
+                    fresh = dataclasses.replace(
+                        state, granted=state.granted + R(1, 1, 1)
+                    )
+                    cache.fold(host_id, rng.choice([fresh, None]))
+                    self.assert_maps_after_fold(cache, (trial, step))
+                    continue
+                elif what == "gone":
+                    # A row deleted outright: seen at the next full read.
+                    del store.states[host_id]
+                else:
+                    now[0] += 61.0
+                self.assert_maps(cache, (trial, step))
+            now[0] += 61.0
+            self.assert_maps(cache, trial)
+            self.assertEqual(
+                {s.node_uuid for s in store.states.values()},
+                set(cache.nodes()[0]),
+                trial,
+            )
+
+    def assert_maps_after_fold(self, cache, step):
+        # Without reading again: the fold alone must leave the maps right.
+        states = cache.states()
+        by_uuid, by_key = cache._by_uuid, cache._by_key
+        self.assertEqual({s.node_uuid: s for s in states}, by_uuid, step)
+        self.assertEqual({(s.host, s.node): s for s in states}, by_key, step)

@@ -28,8 +28,6 @@ from grant_scheduler.nova import amounts as nova_amounts
 
 LOG = logging.getLogger(__name__)
 
-_UNKNOWN = object()
-
 # Seconds between two reads of one node's inventory on refused grants.
 _REFRESH_EVERY = 10.0
 
@@ -152,8 +150,8 @@ class NodeRegistry:
         """Register the nodes of ``host_states`` not in ``known``, and take
         the new uuid of a node Nova has re-created under the same names.
 
-        :param known: ``{(host, node): node uuid}`` grant_scheduler has
-            rows for.
+        :param known: ``{(host, node): HostState}`` of grant_scheduler's
+            rows.
         :returns: True when a row was created or changed.
         """
         added = False
@@ -163,13 +161,16 @@ class NodeRegistry:
                 continue  # Nova has not yet seen its usage
             # NOTE: the common case, a node known under its uuid, costs no
             # capacity arithmetic: this runs for every node per request.
-            node_uuid = known.get(key, _UNKNOWN)
-            if node_uuid in (None, host_state.uuid):
+            state = known.get(key)
+            if state is not None and state.node_uuid in (
+                None,
+                host_state.uuid,
+            ):
                 continue
             capacity = self._capacities().of(context, host_state)
             if capacity is None:
                 continue  # placement has no inventory for it yet
-            if node_uuid is not _UNKNOWN:
+            if state is not None:
                 added |= self._recreated(host_state, capacity)
                 continue
             if self._refused.get(key) == capacity:
@@ -245,11 +246,7 @@ class NodeRegistry:
         """
         by_key = {(s.host, s.node): s for s in states}
         self._refused.clear()
-        if self.register_unknown(
-            context,
-            {key: s.node_uuid for key, s in by_key.items()},
-            host_states,
-        ):
+        if self.register_unknown(context, by_key, host_states):
             by_key = {(s.host, s.node): s for s in self._gs().view().states()}
         capacities = self._capacities()
         for host_state in capacities.to_check(context, host_states):

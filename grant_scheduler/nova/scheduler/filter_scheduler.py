@@ -255,23 +255,25 @@ class NodeGrants:
         )
 
     def known(self):
-        """``{(host, node): node uuid}`` of grant_scheduler's rows, read
+        """``{(host, node): HostState}`` of grant_scheduler's rows, read
         from the view (its changes since the last read), so that a node
         whose row is gone (a database restored under a running scheduler)
-        is registered again."""
-        states = self._gs().view().states()
-        self._by_uuid = {s.node_uuid: s for s in states}
-        return {(s.host, s.node): s.node_uuid for s in states}
+        is registered again.  The view's own maps (``GrantScheduler.nodes``):
+        nothing is built per node."""
+        self._by_uuid, by_key = self._gs().nodes()
+        return by_key
 
     def node_of(self, alloc_request):
         """grant_scheduler's node among an allocation request's providers.
 
         Names and uuids only, which change only when a node is registered
         or re-created: from the last ``known``, read again on a miss."""
-        providers = set(alloc_request.get("allocations") or {})
+        providers = alloc_request.get("allocations") or {}
         for attempt in range(2):
-            for node_uuid in providers & set(self._by_uuid):
-                return self._by_uuid[node_uuid]
+            for node_uuid in providers:
+                state = self._by_uuid.get(node_uuid)
+                if state is not None:
+                    return state
             if not attempt:
                 self.known()
         return None

@@ -114,7 +114,7 @@ class ProtocolEngine:
             subset_size=compat.nova_option(parts.conf, "host_subset_size"),
         )
         request_view = gs.view(ranker=ranker)
-        known = {(s.host, s.node): s.node_uuid for s in request_view.states()}
+        known = {(s.host, s.node): s for s in request_view.states()}
         if parts.registry.register_unknown(context, known, host_states):
             request_view = gs.view(ranker=ranker)
         return request_view, ranker
