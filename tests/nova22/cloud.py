@@ -1199,8 +1199,9 @@ def schedule(spec, system, run, index, count, callers, profile=False):
                         chosen.nodename,
                         lambda: amount,
                     )
-            with phases("records: instance info"), _timed(
-                steps, "instance info"
+            with (
+                phases("records: instance info"),
+                _timed(steps, "instance info"),
             ):
                 manager.update_instance_info(
                     admin,

@@ -2,6 +2,8 @@
 
 import dataclasses
 import datetime
+import functools
+import operator
 import random
 
 from grant_scheduler import decision
@@ -177,7 +179,10 @@ class TestCacheMaps(base.TestCase):
             store = fakes.FakeStore(states)
             now = [0.0]
             cache = gs_view.ViewCache(
-                store, resync_interval=60.0, overlap=2.0, clock=lambda: now[0]
+                store,
+                resync_interval=60.0,
+                overlap=2.0,
+                clock=functools.partial(operator.getitem, now, 0),
             )
             renamed = 0
             for step in range(30):

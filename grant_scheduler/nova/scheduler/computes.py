@@ -39,6 +39,23 @@ A row read again and equal to the one kept keeps its object, so Nova's
 objects (and the driver's HostStates built from them) are made again only
 for the rows that changed.
 
+**Stamps first.**  Between two full reads a request reads the stamps
+alone (id, ``updated_at``, ``created_at``, ``deleted_at``, ``deleted``)
+of the rows the marks select, then whole only those that are not the
+kept rows: new, stamped otherwise, or not yet *settled*.  A kept row is
+settled when all its stamps are before the start of the read that
+fetched it less the overlap: every write committed after that read is
+stamped at or after that bound, so a row still stamped alike is the row
+kept.  Without this, a table whose newest stamps stop moving (compute
+services that report through another servicegroup driver than the
+database, a cloud where nothing is written for a while, many rows
+created in the same second) would be read whole, within the overlap of
+its mark, on every request.  A row rewritten within the same second as
+its last stamp is caught because it was not settled when read; that
+holds as long as this process's clock is not ahead of Nova's writers by
+more than the overlap (the mark itself never trusts this clock), and
+beyond it by the next full read.
+
 Only imported when Nova is.
 """
 
@@ -82,18 +99,40 @@ def nova_engine(cctxt):
     return _nova_db().get_engine(context=cctxt)
 
 
+_SQLALCHEMY = tuple(int(part) for part in sa.__version__.split(".")[:2])
+
+
+def _select(columns):
+    """``SELECT columns`` (SQLAlchemy before 1.4 takes them as a list)."""
+    if _SQLALCHEMY < (1, 4):
+        return sa.select(list(columns))
+    return sa.select(*columns)
+
+
 def _rows(engine, query):
     with engine.connect() as conn:
         return [dict(getattr(r, "_mapping", r)) for r in conn.execute(query)]
 
 
+STAMPS = ("updated_at", "created_at", "deleted_at")
+"""A row's stamps: written by every write of it (a soft delete stamps
+``deleted_at`` and leaves ``updated_at`` as it was)."""
+
+
 def _newest(rows, newest):
     for row in rows:
-        for column in ("updated_at", "created_at", "deleted_at"):
+        for column in STAMPS:
             stamp = row.get(column)
             if stamp is not None and (newest is None or stamp > newest):
                 newest = stamp
     return newest
+
+
+def _stamped_before(row, bound):
+    """Whether every stamp of ``row`` is before ``bound``."""
+    return all(
+        row.get(column) is None or row[column] < bound for column in STAMPS
+    )
 
 
 class Timing:
@@ -141,25 +180,54 @@ class _Table:
         self._make = make
         self.kept = {}
         """``{id: (row, object)}``."""
+        self.settled = set()
+        """Ids of the kept rows no later write can leave stamped as they
+        are (``take``)."""
         self.full_at = None
         self.mark = None
         self.rows_read = 0
+        """Whole rows read."""
+        self.stamps_read = 0
+        """Rows read for their stamps alone."""
         self.full_reads = 0
 
-    def take(self, cctxt, rows, full):
-        """Keep ``rows`` (every row when ``full``); a deleted row goes."""
+    def take(self, cctxt, rows, full, settled_before):
+        """Keep ``rows`` (every row when ``full``); a deleted row goes.
+
+        :param settled_before: a write that commits after these rows were
+            read is stamped at or after it (the read's start less the
+            overlap): a row whose stamps are all before it is settled, and
+            a later read that finds the same stamps has found this row.
+        """
         kept = {} if full else self.kept
+        settled = set() if full else self.settled
         for row in rows:
+            row_id = row["id"]
             if row.get("deleted"):
-                kept.pop(row["id"], None)
+                kept.pop(row_id, None)
+                settled.discard(row_id)
                 continue
-            before = self.kept.get(row["id"])
+            before = self.kept.get(row_id)
             if before is None or before[0] != row:
                 before = (row, self._make(cctxt, row))
-            kept[row["id"]] = before
+            kept[row_id] = before
+            if _stamped_before(row, settled_before):
+                settled.add(row_id)
+            else:
+                settled.discard(row_id)
         self.kept = kept
+        self.settled = settled
         self.rows_read += len(rows)
         self.full_reads += bool(full)
+
+    def unchanged(self, stamps):
+        """Whether a row read for its stamps alone is the one kept: settled
+        and stamped alike."""
+        row_id = stamps["id"]
+        if row_id not in self.settled:
+            return False
+        row = self.kept[row_id][0]
+        return all(row.get(c) == stamps.get(c) for c in STAMPS)
 
     def due(self, now):
         return self.full_at is None or now >= self.full_at
@@ -210,39 +278,76 @@ class CellComputes:
         timing = self._timing
         engine = self._engine(cctxt)
         began, now = self._utcnow(), self._clock()
-        for table, query, interval in (
-            (self._nodes, self._node_query, timing.resync_interval),
-            (self._services, self._service_query, timing.service_interval),
+        settled_before = began - timing.overlap
+        for table, nova_table, condition, interval in (
+            (
+                self._nodes,
+                _nova_models().ComputeNode.__table__,
+                self._node_condition,
+                timing.resync_interval,
+            ),
+            (
+                self._services,
+                _nova_models().Service.__table__,
+                self._service_condition,
+                timing.service_interval,
+            ),
         ):
             full = table.due(now)
             since = None if full else table.mark - timing.overlap
-            rows = _rows(engine, query(since))
-            table.take(cctxt, rows, full)
-            table.moved(began, rows, full, now, interval)
+            if full:
+                rows = stamps = _rows(
+                    engine, nova_table.select().where(condition(since))
+                )
+            else:
+                rows, stamps = self._changed(
+                    engine, table, nova_table, condition(since)
+                )
+            table.take(cctxt, rows, full, settled_before)
+            table.moved(began, stamps, full, now, interval)
         return (
             [node for _row, node in self._nodes.kept.values()],
             [service for _row, service in self._services.kept.values()],
         )
 
-    def _node_query(self, since):
+    @staticmethod
+    def _changed(engine, table, nova_table, condition):
+        """``(rows, stamps)``: the stamps of the rows meeting
+        ``condition``, then whole the ones among them that are not the
+        kept rows (new, stamped otherwise, or not yet settled); a soft
+        delete needs no more than its stamps."""
+        columns = [nova_table.c.id, nova_table.c.deleted]
+        columns += [nova_table.c[column] for column in STAMPS]
+        stamps = _rows(engine, _select(columns).where(condition))
+        table.stamps_read += len(stamps)
+        rows = [s for s in stamps if s.get("deleted")]
+        wanted = [
+            s["id"]
+            for s in stamps
+            if not s.get("deleted") and not table.unchanged(s)
+        ]
+        if wanted:
+            rows += _rows(
+                engine,
+                nova_table.select().where(nova_table.c.id.in_(wanted)),
+            )
+        return rows, stamps
+
+    def _node_condition(self, since):
         table = _nova_models().ComputeNode.__table__
         if since is None:
-            return table.select().where(table.c.deleted == 0)
-        return table.select().where(
-            sa.or_(
-                table.c.updated_at >= since,
-                table.c.created_at >= since,
-                table.c.deleted_at >= since,
-            )
+            return table.c.deleted == 0
+        return sa.or_(
+            table.c.updated_at >= since,
+            table.c.created_at >= since,
+            table.c.deleted_at >= since,
         )
 
-    def _service_query(self, since):
+    def _service_condition(self, since):
         table = _nova_models().Service.__table__
         computes = table.c.binary == COMPUTE_BINARY
         if since is None:
-            return table.select().where(
-                sa.and_(computes, table.c.deleted == 0)
-            )
+            return sa.and_(computes, table.c.deleted == 0)
         watched = [
             row["id"]
             for row, _service in self._services.kept.values()
@@ -254,15 +359,13 @@ class CellComputes:
         ]
         if watched:
             state.append(table.c.id.in_(watched))
-        return table.select().where(
-            sa.and_(
-                computes,
-                sa.or_(
-                    table.c.created_at >= since,
-                    table.c.deleted_at >= since,
-                    sa.and_(table.c.updated_at >= since, sa.or_(*state)),
-                ),
-            )
+        return sa.and_(
+            computes,
+            sa.or_(
+                table.c.created_at >= since,
+                table.c.deleted_at >= since,
+                sa.and_(table.c.updated_at >= since, sa.or_(*state)),
+            ),
         )
 
     def __len__(self):
@@ -275,8 +378,13 @@ class CellComputes:
 
     @property
     def rows_read(self):
-        """Rows read so far, both tables."""
+        """Whole rows read so far, both tables."""
         return self._nodes.rows_read + self._services.rows_read
+
+    @property
+    def stamps_read(self):
+        """Rows read for their stamps alone so far, both tables."""
+        return self._nodes.stamps_read + self._services.stamps_read
 
     @property
     def full_reads(self):
