@@ -109,9 +109,8 @@ def _select(columns):
     return sa.select(*columns)
 
 
-def _rows(engine, query):
-    with engine.connect() as conn:
-        return [dict(getattr(r, "_mapping", r)) for r in conn.execute(query)]
+def _rows(conn, query):
+    return [dict(getattr(r, "_mapping", r)) for r in conn.execute(query)]
 
 
 STAMPS = ("updated_at", "created_at", "deleted_at")
@@ -275,9 +274,18 @@ class CellComputes:
     def read(self, cctxt):
         """``(compute nodes, services)`` of the cell, every row as of now
         (see the module for what "now" means for each table)."""
-        timing = self._timing
-        engine = self._engine(cctxt)
         began, now = self._utcnow(), self._clock()
+        # NOTE: one connection for every statement of the read (one
+        # checkout, and on MySQL one snapshot from the first statement on).
+        with self._engine(cctxt).connect() as conn:
+            self._read(cctxt, conn, began, now)
+        return (
+            [node for _row, node in self._nodes.kept.values()],
+            [service for _row, service in self._services.kept.values()],
+        )
+
+    def _read(self, cctxt, conn, began, now):
+        timing = self._timing
         settled_before = began - timing.overlap
         for table, nova_table, condition, interval in (
             (
@@ -297,28 +305,24 @@ class CellComputes:
             since = None if full else table.mark - timing.overlap
             if full:
                 rows = stamps = _rows(
-                    engine, nova_table.select().where(condition(since))
+                    conn, nova_table.select().where(condition(since))
                 )
             else:
                 rows, stamps = self._changed(
-                    engine, table, nova_table, condition(since)
+                    conn, table, nova_table, condition(since)
                 )
             table.take(cctxt, rows, full, settled_before)
             table.moved(began, stamps, full, now, interval)
-        return (
-            [node for _row, node in self._nodes.kept.values()],
-            [service for _row, service in self._services.kept.values()],
-        )
 
     @staticmethod
-    def _changed(engine, table, nova_table, condition):
+    def _changed(conn, table, nova_table, condition):
         """``(rows, stamps)``: the stamps of the rows meeting
         ``condition``, then whole the ones among them that are not the
         kept rows (new, stamped otherwise, or not yet settled); a soft
         delete needs no more than its stamps."""
         columns = [nova_table.c.id, nova_table.c.deleted]
         columns += [nova_table.c[column] for column in STAMPS]
-        stamps = _rows(engine, _select(columns).where(condition))
+        stamps = _rows(conn, _select(columns).where(condition))
         table.stamps_read += len(stamps)
         rows = [s for s in stamps if s.get("deleted")]
         wanted = [
@@ -328,7 +332,7 @@ class CellComputes:
         ]
         if wanted:
             rows += _rows(
-                engine,
+                conn,
                 nova_table.select().where(nova_table.c.id.in_(wanted)),
             )
         return rows, stamps
