@@ -525,10 +525,12 @@ class GrantScheduler:
         return self.store.host_reports()
 
     @_edge
-    def grants(self, host=None):
-        """Every grant row, optionally on one host."""
+    def grants(self, host=None, live=False):
+        """Every grant row, optionally on one host; with ``live``, only the
+        live ones (which hold room: not yet consumed, withdrawn or
+        reaped)."""
         return self.store.grant_rows(
-            validate.name("host", host, optional=True)
+            validate.name("host", host, optional=True), live=bool(live)
         )
 
     @_edge

@@ -344,7 +344,8 @@ class Store(abc.ABC):
         gone, in no particular order."""
 
     @abc.abstractmethod
-    def grant_rows(self, host=None):
-        """:returns: every ``GrantRow`` (on ``host`` only, when given; a
-        grant whose node is gone has ``host`` and ``node`` None), ordered
-        by node id and ticket."""
+    def grant_rows(self, host=None, live=False):
+        """:returns: every ``GrantRow`` (on ``host`` only, when given; the
+        live ones only, which hold room, when ``live``; a grant whose node
+        is gone has ``host`` and ``node`` None), ordered by node id and
+        ticket."""

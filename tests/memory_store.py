@@ -776,7 +776,7 @@ class MemoryStore(storage.Store):
             if c.host_id not in self._nodes
         ]
 
-    def grant_rows(self, host=None):
+    def grant_rows(self, host=None, live=False):
         found = []
         for grant in sorted(
             self.grants.values(), key=lambda g: (g.host_id, g.ticket)
@@ -784,6 +784,8 @@ class MemoryStore(storage.Store):
             row = self._nodes.get(grant.host_id)
             name = None if row is None else row.state.host
             if host is not None and name != host:
+                continue
+            if live and grant.state != decision.GRANT_WON:
                 continue
             found.append(
                 storage.GrantRow(

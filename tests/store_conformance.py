@@ -509,6 +509,8 @@ def claims(run):
     run.call("claim_rows", host="cmp2")
     run.call("host_reports")
     run.call("grant_rows")
+    run.call("grant_rows", live=True)
+    run.call("grant_rows", host="cmp3", live=True)
     run.check()
     # Release, then release again.
     run.call("release", U[1], "cmp1", "cmp1")

@@ -41,20 +41,35 @@ def _grant_columns():
     ]
 
 
-def _node_and_grant(conn, host, node, on):
-    """The node's id and its oldest live grant matching ``on`` (or None)."""
-    query = (
-        sa_compat.select(HOSTS.c.id, *_grant_columns())
-        .select_from(
-            HOSTS.outerjoin(
-                GRANTS,
-                sa.and_(
-                    GRANTS.c.host_id == HOSTS.c.id,
-                    GRANTS.c.state == decision.GRANT_WON,
-                    on,
-                ),
-            )
+def _node_and_grant(conn, host, node, on, claimed_by=None):
+    """``(node id, its oldest live grant matching on or None, the claim
+    of instance claimed_by on the node or None)``, in one statement."""
+    columns = [HOSTS.c.id, *_grant_columns()]
+    joined = HOSTS.outerjoin(
+        GRANTS,
+        sa.and_(
+            GRANTS.c.host_id == HOSTS.c.id,
+            GRANTS.c.state == decision.GRANT_WON,
+            on,
+        ),
+    )
+    if claimed_by is not None:
+        # NOTE: one claim row at most per instance and node (unique).
+        columns += [
+            CLAIMS.c.id.label("claim_id"),
+            CLAIMS.c.grant_ticket.label("claim_ticket"),
+            CLAIMS.c.resources.label("claim_resources"),
+        ]
+        joined = joined.outerjoin(
+            CLAIMS,
+            sa.and_(
+                CLAIMS.c.host_id == HOSTS.c.id,
+                CLAIMS.c.instance_uuid == claimed_by,
+            ),
         )
+    query = (
+        sa_compat.select(*columns)
+        .select_from(joined)
         .where(sa.and_(HOSTS.c.host == host, HOSTS.c.node == node))
         .order_by(GRANTS.c.ticket)
         .limit(1)
@@ -62,21 +77,36 @@ def _node_and_grant(conn, host, node, on):
     row = conn.execute(query).first()
     if row is None:
         raise exception.UnknownHost(host=host, node=node)
-    return row.id, (row if row.grant_id is not None else None)
+    grant = row if row.grant_id is not None else None
+    claim = None
+    if claimed_by is not None and row.claim_id is not None:
+        claim = storage.ClaimOutcome(
+            rows.amount(row, "claim_resources"),
+            row.claim_ticket,
+            storage.CLAIM_EXISTING,
+            host_id=row.id,
+        )
+    return row.id, grant, claim
 
 
 def _find_grant(conn, instance_uuid, host, node, resources, request_id):
-    """The instance's live grant on the node, else the seed's fallback.
+    """``(node id, grant, claim)``: the instance's live grant on the node,
+    else the seed's fallback; and the instance's claim there (or None),
+    read by the same statement.
 
     The fallback, for grants written without an instance uuid (Nova 13-14
     multi-create), is the oldest such grant of the *same request* for
     exactly these resources; another request's grant is never taken.
     """
-    host_id, grant = _node_and_grant(
-        conn, host, node, GRANTS.c.instance_uuid == instance_uuid
+    host_id, grant, claim = _node_and_grant(
+        conn,
+        host,
+        node,
+        GRANTS.c.instance_uuid == instance_uuid,
+        claimed_by=instance_uuid,
     )
     if grant is None and request_id is not None and resources is not None:
-        _, grant = _node_and_grant(
+        _, grant, _ = _node_and_grant(
             conn,
             host,
             node,
@@ -86,7 +116,7 @@ def _find_grant(conn, instance_uuid, host, node, resources, request_id):
                 GRANTS.c.resources == rows.encode(resources),
             ),
         )
-    return host_id, grant
+    return host_id, grant, claim
 
 
 def _advance_mark(ticket, created_at):
@@ -477,15 +507,14 @@ def claim(db, conn, build, host_id=None, before_commit=None):
             return outcome
     instance_uuid, host, node = build.instance_uuid, build.host, build.node
     resources, request_id = build.resources, build.request_id
-    host_id, grant = _find_grant(
+    host_id, grant, claimed = _find_grant(
         conn, instance_uuid, host, node, resources, request_id
     )
     if grant is None and resources is None and build.resources_of is not None:
         # NOTE: a repeat (every scheduler follows the compute's instance
         # info): answered here, nothing written or locked so far.
-        repeated = _existing(conn, instance_uuid, host, node)
-        if repeated is not None:
-            return repeated
+        if claimed is not None:
+            return claimed
         resources = build.resources_of()
     held = NOTHING if grant is None else rows.amount(grant, "grant_resources")
     amount = resources if resources is not None else held

@@ -396,13 +396,16 @@ def reap_orphaned_claims(db, conn, limit):
 
 
 @db_api.reader
-def listed(db, conn, host=None):
-    """Every grant row (optionally on one host), oldest ticket first."""
+def listed(db, conn, host=None, live=False):
+    """Every grant row (optionally on one host, optionally the live ones
+    alone), oldest ticket first."""
     query = sa_compat.select(GRANTS, HOSTS.c.host, HOSTS.c.node).select_from(
         GRANTS.outerjoin(HOSTS, HOSTS.c.id == GRANTS.c.host_id)
     )
     if host is not None:
         query = query.where(HOSTS.c.host == host)
+    if live:
+        query = query.where(GRANTS.c.state == decision.GRANT_WON)
     result = conn.execute(query.order_by(GRANTS.c.host_id, GRANTS.c.ticket))
     return [
         storage.GrantRow(

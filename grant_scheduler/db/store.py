@@ -122,5 +122,5 @@ class Store(storage.Store):
     def orphan_claims(self):
         return hosts.orphan_claims(self.db)
 
-    def grant_rows(self, host=None):
-        return grants.listed(self.db, host)
+    def grant_rows(self, host=None, live=False):
+        return grants.listed(self.db, host, live)

@@ -70,6 +70,32 @@ class Protocol(base.DatabaseTestCase):
         self.gs.reap()
         self.assertEqual([], self.gs.check(quiescent=True))
 
+    def test_live_grants_are_those_that_hold_room(self):
+        # A consumed grant stays a row until the reaper deletes it; the
+        # follower of every scheduler process asks for the live ones.
+        self.add_host("host0")
+        self.add_host("host1")
+        [claimed] = self.schedule(force_hosts=["host0"])
+        [held] = self.schedule(force_hosts=["host0"])
+        [elsewhere] = self.schedule(force_hosts=["host1"])
+        self.gs.claim(claimed.instance_uuid, claimed.host, claimed.node)
+        every = self.gs.grants()
+        self.assertEqual(
+            {"consumed", "won"}, {g.state for g in every}, "both kinds"
+        )
+        self.assertEqual(
+            [g for g in every if g.state == decision.GRANT_WON],
+            self.gs.grants(live=True),
+        )
+        self.assertEqual(
+            [held.instance_uuid],
+            [g.instance_uuid for g in self.gs.grants("host0", live=True)],
+        )
+        self.assertEqual(
+            {held.instance_uuid, elsewhere.instance_uuid},
+            {g.instance_uuid for g in self.gs.grants(live=True)},
+        )
+
     def test_repeated_claim_on_a_full_host_finds_the_first(self):
         self.add_host(capacity=SLOT)
         [sel] = self.schedule()

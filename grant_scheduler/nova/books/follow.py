@@ -128,13 +128,17 @@ class GrantFollower:
 
     def run(self, context=None):
         """Follow every live grant; returns an ``Outcome``."""
-        return self._follow(context, self._gs().grants())
+        return self._follow(context, self._gs().grants(live=True))
 
     def on_node(self, context, host, node):
         """Follow the live grants on one node (whose room they hold)."""
         return self._follow(
             context,
-            [g for g in self._gs().grants(host=host) if g.node == node],
+            [
+                g
+                for g in self._gs().grants(host=host, live=True)
+                if g.node == node
+            ],
         )
 
     def _follow(self, context, grants):
