@@ -195,12 +195,20 @@ class Books:
         with (
             mock.patch.object(
                 self.driver.host_manager, "delete_instance_info"
-            ),
+            ) as lost,
             mock.patch(
                 "grant_scheduler.nova.compute.hooks.release_for_delete"
             ),
         ):
             yield
+            # NOTE(nova): the compute casts the delete to the schedulers
+            # after the instance has left the API's list (``delete``
+            # returns then): the block lasts until that cast is lost
+            # here, or it could reach the books after the block.
+            for _ in range(60):
+                if lost.called:
+                    break
+                time.sleep(0.25)
 
     def migration_uuid(self, server):
         """The uuid of the server's newest migration."""
