@@ -504,6 +504,14 @@ class GrantScheduler:
         return self._scheduler.view_cache.nodes()
 
     @_edge
+    def read_due(self, ahead):
+        """Read every node's row now if this process's view would read them
+        all within ``ahead`` seconds (``view_resync_interval``), so that a
+        request seldom finds that read due: for a loop of the process's
+        own.  Returns whether it read them."""
+        return self._scheduler.view_cache.refresh_due(ahead)
+
+    @_edge
     def granted_by_node(self):
         """``{(host, node): Resources}`` promised by live grants."""
         return self.store.granted_by_node()

@@ -8,7 +8,10 @@ less an ``overlap`` window for writes stamped before that read and
 committed after it; every ``resync_interval`` seconds it reads every row
 again.  Rows in the overlap window whose stamp is the one the cache holds
 come back as their stamps alone (``storage.Known``).  A decision therefore
-costs a read of what changed, not of every node.
+costs a read of what changed, not of every node.  Inside Nova a loop of the
+scheduler process makes the read of every row before it falls due
+(``refresh_due``), so that requests seldom carry it; reads are made one at
+a time.
 
 The view may be stale; staleness never costs safety, only a lost grant:
 a grant is decided by the database in its own write, and the node's row
@@ -23,6 +26,7 @@ adapter plugs in Nova's filters and weighers).
 
 import dataclasses
 import datetime
+import threading
 import time
 
 from grant_scheduler import decision
@@ -243,11 +247,40 @@ class ViewCache:
         self.rows_read = 0
         self.full_reads = 0
         self.others_granted = False
-        """Whether the last read found another scheduler's grants."""
+        """Whether the last read for a request (or a full read made
+        ahead since the one before it) found another scheduler's grants."""
+        self._others_behind = False
         self._own = set()
+        self._lock = threading.Lock()
+        """One read at a time: a read applied after a later one would put
+        back rows older than those kept, and its stamps could no longer
+        tell what changed since (green threads under eventlet)."""
 
     def refresh(self, full=False):
         """Read what changed (every row when ``full`` or due)."""
+        with self._lock:
+            self.others_granted = self._read(full) or self._others_behind
+            self._others_behind = False
+
+    def refresh_due(self, ahead):
+        """Read every row now if that read falls due within ``ahead``
+        seconds, or was never made: run by a loop of the process's own
+        every ``ahead`` seconds, so that a request seldom finds it due.
+
+        :returns: whether every row was read.
+        """
+        with self._lock:
+            due_at = self._resync_at
+            if due_at is not None and self._clock() + ahead < due_at:
+                return False
+            # NOTE: another scheduler's grants found here are told to the
+            # next request, whose own read may find none.
+            self._others_behind = self._read(True) or self._others_behind
+            return True
+
+    def _read(self, full):
+        """One read, under the lock; returns whether it found another
+        scheduler's grants."""
         now = self._clock()
         full = full or self._resync_at is None or now >= self._resync_at
         since = None
@@ -263,7 +296,7 @@ class ViewCache:
             self._by_uuid, self._by_key = {}, {}
             self._resync_at = now + self.resync_interval
             self.full_reads += 1
-        self.others_granted = False
+        others = False
         for state, stamp in changes:
             before = previous.get(state.host_id)
             if (
@@ -273,7 +306,7 @@ class ViewCache:
             ):
                 # NOTE: a claim or a release never lowers what is free;
                 # another scheduler's grant does.
-                self.others_granted = True
+                others = True
             self._keep(state.host_id, state)
             self._stamps[state.host_id] = stamp
             if stamp is not None and (
@@ -282,6 +315,7 @@ class ViewCache:
                 self._newest = stamp
         self.rows_read += len(changes)
         self._own = set()
+        return others
 
     def own(self, host_id):
         """This process granted on ``host_id`` (not another scheduler)."""

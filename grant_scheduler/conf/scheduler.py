@@ -101,6 +101,23 @@ periodic_enable).  0 turns the loop off: the periodic tasks then do the
 same every [scheduler] periodic_task_interval seconds.
 """,
     ),
+    types.FiniteFloatOpt(
+        "view_refresh_interval",
+        default=1.0,
+        min=0.0,
+        max=3600.0,
+        help="""
+Inside Nova: seconds between two looks, by a loop of every scheduler
+process, at whether a read of every row of its views (grant_scheduler's
+host rows, every view_resync_interval; Nova's compute node rows, every
+view_resync_interval; Nova's compute service rows, every [DEFAULT]
+report_interval) falls due within this time: one that does is made then,
+so that requests read only what changed instead of carrying it.  The loop
+starts with the scheduler's periodic tasks (Nova's [DEFAULT]
+periodic_enable).  0 turns the loop off: each such read is then made by
+the first request that finds it due.
+""",
+    ),
     cfg.StrOpt(
         "database_failure",
         default="schedule",

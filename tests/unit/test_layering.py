@@ -199,6 +199,7 @@ NOVA_FLOORS = (
         "grant_scheduler.nova.amounts",
         "grant_scheduler.nova.service",
         "grant_scheduler.nova.outage",
+        "grant_scheduler.nova.loop",
     ),
     # the books, kept from either process
     ("grant_scheduler.nova.books",),
@@ -299,6 +300,10 @@ TEST_TIERS = (
 # The modules exercised only through another module's tests, and where.
 TESTED_THROUGH = {
     "scheduler/stock.py": ("tests/nova34/test_outage.py",),
+    "loop.py": (
+        "tests/nova22/in_nova/books/test_follow.py",
+        "tests/nova22/in_nova/scheduler/test_host_manager.py",
+    ),
     "scheduler/placement_engine.py": (
         "tests/nova22/in_nova/scheduler/test_candidates.py",
         "tests/nova22/in_nova/lifecycle.py",

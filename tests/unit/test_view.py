@@ -5,6 +5,8 @@ import datetime
 import functools
 import operator
 import random
+import threading
+import time
 
 from grant_scheduler import decision
 from grant_scheduler import resources as gs_resources
@@ -154,6 +156,92 @@ class TestCache(base.TestCase):
         store.take(3, R(1, 1, 1))
         cache.view()
         self.assertTrue(cache.others_granted)
+
+
+def _wait(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("not reached in %s s" % timeout)
+        time.sleep(0.01)
+
+
+class TestReadsAhead(base.TestCase):
+    """``ViewCache.refresh_due``: the read of every row made before a
+    request finds it due, and reads made one at a time."""
+
+    def make(self, clock):
+        store = fakes.FakeStore(random_states(random.Random(5), 4))
+        cache = gs_view.ViewCache(
+            store, resync_interval=60.0, overlap=2.0, clock=clock
+        )
+        return store, cache
+
+    def test_reads_every_row_within_its_interval_and_requests_do_not(self):
+        now = [0.0]
+        store, cache = self.make(lambda: now[0])
+        # Never read: it reads.
+        self.assertTrue(cache.refresh_due(1.0))
+        cache.view()
+        now[0] = 58.5
+        self.assertFalse(cache.refresh_due(1.0))
+        now[0] = 59.2
+        self.assertTrue(cache.refresh_due(1.0))
+        self.assertEqual(2, cache.full_reads)
+        # The request at 60 s (when the request itself would have read
+        # every row) reads what changed.
+        now[0] = 60.0
+        cache.view()
+        self.assertEqual(2, cache.full_reads)
+        self.assertIsNotNone(store.reads[-1])
+        now[0] = 119.0
+        cache.view()
+        self.assertEqual(2, cache.full_reads)
+        now[0] = 119.3
+        cache.view()
+        self.assertEqual(3, cache.full_reads)
+
+    def test_another_schedulers_grant_found_ahead_is_told_to_the_next(self):
+        now = [0.0]
+        store, cache = self.make(lambda: now[0])
+        cache.view()
+        store.take(2, R(1, 1, 1))
+        now[0] = 59.5
+        self.assertTrue(cache.refresh_due(1.0))
+        cache.view()
+        self.assertTrue(cache.others_granted)
+        cache.view()
+        self.assertFalse(cache.others_granted)
+
+    def test_reads_are_made_one_at_a_time(self):
+        # A request's read that began while the loop's read of every row
+        # waits on the database begins after that read is kept: else the
+        # older rows would be kept last.
+        store, cache = self.make(lambda: 0.0)
+        cache.view()
+        began = []
+        release = threading.Event()
+        read_hosts = store.read_hosts
+
+        def slow_read(since=None, known=None):
+            began.append(since)
+            if since is None:
+                self.assertTrue(release.wait(10))
+            return read_hosts(since, known)
+
+        store.read_hosts = slow_read
+        ahead = threading.Thread(target=cache.refresh, kwargs={"full": True})
+        ahead.start()
+        _wait(lambda: began == [None])
+        request = threading.Thread(target=cache.view)
+        request.start()
+        request.join(0.3)
+        self.assertEqual([None], began)
+        release.set()
+        ahead.join(10)
+        request.join(10)
+        self.assertEqual(2, len(began))
+        self.assertIsNotNone(began[1])
 
 
 class TestCacheMaps(base.TestCase):

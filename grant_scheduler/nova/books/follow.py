@@ -22,21 +22,18 @@ the instances and one for their block device mappings), and:
   reconciliation with Nova's records (``reconcile``) looks after moves.
 
 Each scheduler process runs it every ``[grant_scheduler]
-consume_interval`` seconds (``Follower``), so a grant is consumed within
+consume_interval`` seconds (``loop.Loop``), so a grant is consumed within
 that interval of the resource tracker's claim, whatever the spawn takes.
 
 Only imported when Nova is.
 """
 
 import dataclasses
-import os
-import weakref
 
 from nova import context as nova_context
 from nova import exception as nova_exception
 from nova import objects
 from oslo_log import log as logging
-from oslo_service import loopingcall
 
 from grant_scheduler import api
 from grant_scheduler.nova import amounts as nova_amounts
@@ -256,50 +253,3 @@ class GrantFollower:
                 host,
                 node,
             )
-
-
-class Follower:
-    """Runs a ``GrantFollower`` every ``interval`` seconds in this
-    process, on a green thread (Nova's services run on eventlet).
-
-    Started from the scheduler's periodic tasks, so in the worker after
-    Nova has forked it; stops by itself once its owner is gone.
-    """
-
-    def __init__(self, owner, follow, interval):
-        """
-        :param owner: the object whose life bounds the loop (the driver).
-        :param follow: ``f(owner)`` running one ``GrantFollower`` pass.
-        :param interval: seconds between two passes; 0 never starts.
-        """
-        self._owner = weakref.ref(owner)
-        self._follow = follow
-        self._interval = interval
-        self._loop = None
-        self._pid = None
-
-    @property
-    def running(self):
-        return self._loop is not None and self._pid == os.getpid()
-
-    def ensure_started(self):
-        """Start the loop in this process unless it runs already."""
-        if self._interval <= 0 or self.running:
-            return
-        self._pid = os.getpid()
-        self._loop = loopingcall.FixedIntervalLoopingCall(self._tick)
-        self._loop.start(interval=self._interval, initial_delay=self._interval)
-
-    def stop(self):
-        if self.running:
-            self._loop.stop()
-        self._loop = None
-
-    def _tick(self):
-        owner = self._owner()
-        if owner is None:
-            raise loopingcall.LoopingCallDone()
-        try:
-            self._follow(owner)
-        except Exception:  # noqa: BLE001 - the loop must outlive one pass
-            LOG.warning("Could not follow the live grants", exc_info=True)

@@ -30,6 +30,12 @@ from them, between requests, and reads per request only what changed:
   overlap between its stamp and its commit, a row deleted outright) is
   therefore seen within that interval; every other change is seen by the
   next request, as by Nova's own read.
+* **Off the requests**: a loop of the scheduler process
+  (``[grant_scheduler] view_refresh_interval``, every second by default)
+  makes each read of every row of a table as it falls due within its own
+  interval (``read_due``), so that requests read only what changed; one
+  that finds such a read due (the loop off or late) makes it itself.
+  Reads of one cell are made one at a time (the host manager's lock).
 
 Stamps are written by Nova's processes from their own clocks, in whole
 seconds on MySQL: the overlap must cover the precision, the skew between
@@ -284,25 +290,53 @@ class CellComputes:
             [service for _row, service in self._services.kept.values()],
         )
 
-    def _read(self, cctxt, conn, began, now):
+    def read_due(self, cctxt, ahead):
+        """Read every row of each table whose read of every row falls due
+        within ``ahead`` seconds (or was never made), and nothing of the
+        others: run by a loop of the process's own every ``ahead``
+        seconds, so that a request seldom finds such a read due.
+
+        :returns: how many tables were read whole.
+        """
+        began, now = self._utcnow(), self._clock()
+        due = sum(table.due(now + ahead) for table in self._tables(False))
+        if due:
+            with self._engine(cctxt).connect() as conn:
+                self._read(cctxt, conn, began, now, ahead, only_due=True)
+        return due
+
+    def _tables(self, described=True):
+        """``(table, Nova's table, condition, full read interval)`` of
+        each table, or each ``_Table`` alone when not ``described``."""
+        if not described:
+            return (self._nodes, self._services)
         timing = self._timing
-        settled_before = began - timing.overlap
-        for table, nova_table, condition, interval in (
+        models = _nova_models()
+        return (
             (
                 self._nodes,
-                _nova_models().ComputeNode.__table__,
+                models.ComputeNode.__table__,
                 self._node_condition,
                 timing.resync_interval,
             ),
             (
                 self._services,
-                _nova_models().Service.__table__,
+                models.Service.__table__,
                 self._service_condition,
                 timing.service_interval,
             ),
-        ):
-            full = table.due(now)
-            since = None if full else table.mark - timing.overlap
+        )
+
+    def _read(self, cctxt, conn, began, now, ahead=0, only_due=False):
+        """Read each table whole if that read falls due within ``ahead``
+        seconds, else what changed (or, ``only_due``, nothing)."""
+        overlap = self._timing.overlap
+        settled_before = began - overlap
+        for table, nova_table, condition, interval in self._tables():
+            full = table.due(now + ahead)
+            if only_due and not full:
+                continue
+            since = None if full else table.mark - overlap
             if full:
                 rows = stamps = _rows(
                     conn, nova_table.select().where(condition(since))

@@ -182,6 +182,8 @@ class GrantsHostManager(nova_host_manager.HostManager):
         self._timing = timing or computes_module.Timing.of(nova_conf.CONF)
         self._computes = {}
         """``{cell uuid: computes.CellComputes}``."""
+        self._cells = {}
+        """``{cell uuid: cell mapping}`` of the cells read so far."""
         self._kept = {}
         """``{(host, node): (HostState, ComputeNode, Service)}``."""
         self._kept_lock = threading.Lock()
@@ -212,6 +214,7 @@ class GrantsHostManager(nova_host_manager.HostManager):
                                 self._timing
                             )
                             self._computes[cell.uuid] = computes
+                            self._cells[cell.uuid] = cell
                         nodes, cell_services = computes.read(cctxt)
             except Exception:  # noqa: BLE001 - as Nova: skip the cell
                 LOG.warning(
@@ -223,6 +226,31 @@ class GrantsHostManager(nova_host_manager.HostManager):
             compute_nodes[cell.uuid] = nodes
             services.update({s.host: s for s in cell_services})
         return compute_nodes, services
+
+    def read_due(self, context, ahead):
+        """In each cell read so far, the reads of every compute node or
+        service row that fall due within ``ahead`` seconds, made now
+        (``computes.CellComputes.read_due``): a loop of the process's own
+        runs it every ``ahead`` seconds, so that requests seldom carry
+        them.
+
+        :returns: how many tables were read whole.
+        """
+        read = 0
+        for cell_uuid, computes in list(self._computes.items()):
+            try:
+                with nova_context.target_cell(
+                    context, self._cells[cell_uuid]
+                ) as cctxt:
+                    with self._kept_lock:
+                        read += computes.read_due(cctxt, ahead)
+            except Exception:  # noqa: BLE001 - as Nova: the next cell
+                LOG.warning(
+                    "Failed to read the computes of cell %s",
+                    cell_uuid,
+                    exc_info=True,
+                )
+        return read
 
     def _new_host_state(self, key, cell_uuid, compute):
         return self.host_state_cls(*key, cell_uuid)

@@ -14,8 +14,10 @@ Nova's calls to:
 * ``protocol_engine`` (13-16, and calls without instance uuids): Nova's
   filters and weighers rank, the protocol grants.
 
-The periodic tasks (reap, register nodes, follow grants, reconcile) run
-from the manager's periodic task (``run_periodic_tasks``).
+The periodic tasks (reap, register nodes, follow grants, reconcile,
+refresh the views) run from the manager's periodic task
+(``run_periodic_tasks``); following the grants and refreshing the views
+also run on loops of their own (``loop.Loop``), every few seconds.
 """
 
 from oslo_log import log as logging
@@ -114,6 +116,12 @@ class _Periodic(periodic_task.PeriodicTasks):
             "reconciling claims", self._parts.reconcile_claims, context
         )
 
+    # NOTE: last, so that at the start the reads the tasks above made
+    # fall due from their end.
+    @periodic_task.periodic_task(spacing=60, run_immediately=True)
+    def refresh_views(self, context):
+        self._parts.refresh_views(context)
+
 
 class SchedulerParts:
     """What the driver is made of, each part built on first use."""
@@ -130,6 +138,7 @@ class SchedulerParts:
         self._host_manager = None
         self._periodic = None
         self._follower = None
+        self._refresher = None
         self._filter_scheduler = None
         self._placement_engine = None
         self._protocol_engine = None
@@ -245,21 +254,65 @@ class SchedulerParts:
 
     def _follower_loop(self):
         if self._follower is None:
-            from grant_scheduler.nova.books import follow
+            from grant_scheduler.nova import loop
 
-            self._follower = follow.Follower(
+            self._follower = loop.Loop(
                 self,
                 lambda parts: parts.while_up(
                     "following grants", parts._grant_follower().run
                 ),
                 self.conf.grant_scheduler.consume_interval,
+                "follow the live grants",
             )
         return self._follower
 
+    def refresh_views(self, context=None):
+        """Make now the reads of every row of the views that fall due
+        within ``view_refresh_interval`` (Nova's compute node and service
+        rows, grant_scheduler's host rows), and keep the loop that does so
+        every ``view_refresh_interval`` running, so that requests read
+        only what changed.
+
+        :returns: how many tables were read whole, or None when the loop
+            is off (``view_refresh_interval`` 0) or Nova is not loaded.
+        """
+        ahead = self.conf.grant_scheduler.view_refresh_interval
+        if not compat.have_nova() or not ahead:
+            return None
+        self._refresher_loop().ensure_started()
+        return self._read_due(ahead, context)
+
+    def _read_due(self, ahead, context=None):
+        from nova import context as nova_context
+
+        context = context or nova_context.get_admin_context()
+        # NOTE: a host manager of Nova's own (tests, an operator's
+        # override) keeps no rows between requests.
+        read_nova = getattr(self.host_manager, "read_due", None)
+        read = read_nova(context, ahead) if read_nova else 0
+        books = self.while_up(
+            "reading every node", self.grant_scheduler.read_due, ahead
+        )
+        return read + bool(books)
+
+    def _refresher_loop(self):
+        if self._refresher is None:
+            from grant_scheduler.nova import loop
+
+            ahead = self.conf.grant_scheduler.view_refresh_interval
+            self._refresher = loop.Loop(
+                self,
+                lambda parts: parts._read_due(ahead),
+                ahead,
+                "read every row of the views",
+            )
+        return self._refresher
+
     def stop(self):
-        """Stop this process's loop (tests; Nova never calls it)."""
-        if self._follower is not None:
-            self._follower.stop()
+        """Stop this process's loops (tests; Nova never calls it)."""
+        for running in (self._follower, self._refresher):
+            if running is not None:
+                running.stop()
 
     def reconcile_claims(self, context):
         """Make the claims what Nova's records say each node runs."""

@@ -317,6 +317,25 @@ class TestWhatIsRead(ReaderTestCase):
         self.assertEqual(6, nodes[self.nodes[5]].vcpus_used)
         self.assertEqual([], self.missed())
 
+    def test_the_loop_reads_a_table_whole_before_it_falls_due(self):
+        # setUp's read (at 30 s) read every row: the services' next such
+        # read falls due at 40 s (report_interval), the nodes' at 90 s.
+        self.cell.tick(39.5 - self.cell.elapsed)
+        self.assertEqual(1, self.reader.read_due(self.context, 1.0))
+        self.assertEqual((1, 2), self.reader.full_reads)
+        # At 40.1 s a request would have read every service itself.
+        self.cell.tick(0.6)
+        self.assertEqual(0, self.reader.read_due(self.context, 1.0))
+        self.read()
+        self.assertEqual((1, 2), self.reader.full_reads)
+        self.cell.use(self.nodes[2], 7, self.cell.stamp())
+        self.cell.tick(89.2 - self.cell.elapsed)
+        self.assertEqual(2, self.reader.read_due(self.context, 1.0))
+        self.assertEqual((2, 3), self.reader.full_reads)
+        self.cell.tick(1.0)
+        self.assertEqual([], self.missed())
+        self.assertEqual((2, 3), self.reader.full_reads)
+
     def test_an_unchanged_row_keeps_its_object(self):
         nodes, services = self.read()
         self.cell.use(self.nodes[3], 5, self.cell.stamp())
@@ -452,8 +471,11 @@ class TestNoChangeIsMissed(ReaderTestCase):
 
     STEPS = 400
 
-    def history(self, seed, reader=None, skew=0.5):
+    def history(self, seed, reader=None, skew=0.5, ahead=None):
+        """:param ahead: the loop's ``read_due(ahead)`` also runs, at
+        random steps."""
         rng = random.Random(seed)
+        loop = random.Random(-seed)
         cell = self.cell
         services = [cell.add_service("h%d" % i) for i in range(8)]
         nodes = [
@@ -489,6 +511,8 @@ class TestNoChangeIsMissed(ReaderTestCase):
             elif services:
                 service = services.pop(rng.randrange(len(services)))
                 cell.soft_delete(SERVICES, service, stamp)
+            if ahead is not None and loop.random() < 0.3:
+                (reader or self.reader).read_due(self.context, ahead)
             if rng.random() < 0.5:
                 misses.extend((step,) + miss for miss in self.missed(reader))
         return misses
@@ -500,6 +524,14 @@ class TestNoChangeIsMissed(ReaderTestCase):
                 self.reader = self.make_reader()
                 self.assertEqual([], self.history(seed))
                 # Most reads were of what changed.
+                self.assertLess(self.reader.full_reads[0], 20)
+
+    def test_no_change_is_missed_with_the_loop_reading_ahead(self):
+        for seed in range(5):
+            with self.subTest(seed=seed):
+                self.cell = Cell()
+                self.reader = self.make_reader()
+                self.assertEqual([], self.history(seed, ahead=1.0))
                 self.assertLess(self.reader.full_reads[0], 20)
 
     def test_the_check_catches_a_reader_that_trusts_stamps_alone(self):

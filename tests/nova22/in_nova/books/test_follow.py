@@ -59,7 +59,7 @@ class TestGrantConsumedWhenTheBuildStarts(lifecycle.BooksTestBase):
         self.assert_books_agree()
 
     def test_the_loop_runs_once_per_process_and_zero_turns_it_off(self):
-        from grant_scheduler.nova.books import follow
+        from grant_scheduler.nova import loop as loop_module
 
         passes = []
 
@@ -67,7 +67,7 @@ class TestGrantConsumedWhenTheBuildStarts(lifecycle.BooksTestBase):
             pass
 
         owner = Owner()
-        loop = follow.Follower(owner, passes.append, 0.1)
+        loop = loop_module.Loop(owner, passes.append, 0.1, "pass")
         loop.ensure_started()
         loop.ensure_started()
         self.wait_until(lambda: len(passes) >= 3, timeout=5)
@@ -77,11 +77,11 @@ class TestGrantConsumedWhenTheBuildStarts(lifecycle.BooksTestBase):
         time.sleep(0.3)
         self.assertEqual(stopped_at, len(passes))
         # It stops by itself once its owner is gone.
-        loop = follow.Follower(Owner(), passes.append, 0.1)
+        loop = loop_module.Loop(Owner(), passes.append, 0.1, "pass")
         loop.ensure_started()
         time.sleep(0.3)
         self.assertEqual(stopped_at, len(passes))
-        off = follow.Follower(owner, passes.append, 0)
+        off = loop_module.Loop(owner, passes.append, 0, "pass")
         off.ensure_started()
         self.assertFalse(off.running)
 

@@ -2,6 +2,8 @@
 rebuilds only what changed: every change Nova's own read would show still
 reaches the filters and weighers."""
 
+import time
+
 from nova import context as nova_context
 from nova import objects
 
@@ -112,3 +114,31 @@ class TestKeptHostStates(base.GrantsTestBase):
         self.api.put_service(self.service_id("host1"), {"status": "disabled"})
         self.assertTrue(self.host_states()["host1"].service["disabled"])
         self.assertEqual((1, 1), self.cell_reader().full_reads)
+
+    def test_the_loop_reads_every_row_before_a_request_finds_it_due(self):
+        # Every read of every row (Nova's compute nodes and services, the
+        # books' nodes) falls due within the loop's interval (1 s, the
+        # default): the loop makes them, the next requests read what
+        # changed.
+        self.addCleanup(self.driver.stop)
+        self.host_states()
+        reader = self.cell_reader()
+        books = self.driver.grant_scheduler._scheduler.view_cache
+        books.refresh()
+        due = time.monotonic() + 0.5
+        reader._nodes.full_at = reader._services.full_at = due
+        books._resync_at = due
+        read = books.full_reads
+        context = nova_context.get_admin_context()
+        self.assertEqual(3, self.driver.refresh_views(context))
+        self.assertEqual((2, 2), reader.full_reads)
+        self.assertEqual(read + 1, books.full_reads)
+        self.assertTrue(self.driver._refresher.running)
+        time.sleep(0.5)
+        server = self.boot()
+        states = self.host_states()
+        self.assertIn(
+            server["id"], states[server["OS-EXT-SRV-ATTR:host"]].instances
+        )
+        self.assertEqual((2, 2), reader.full_reads)
+        self.assertEqual(read + 1, books.full_reads)

@@ -31,8 +31,14 @@ class TestPeriodicTasks(base.TestCase):
                 "sync_hosts",
                 "follow_grants",
                 "reconcile_claims",
+                "refresh_views",
             },
             names,
+        )
+        # Last: at the start, the reads the others made fall due from
+        # their end.
+        self.assertEqual(
+            "refresh_views", [name for name, _ in periodic._periodic_tasks][-1]
         )
         self.assertEqual(60, periodic._periodic_spacing["reconcile_claims"])
 
