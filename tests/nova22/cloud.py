@@ -11,7 +11,10 @@ scheduler processes at once.
   processes) on its own MariaDB database made by ``placement-manage db
   sync``, with a resource provider per node as its compute would report
   it (through placement's HTTP API, several requests at a time);
-* grant_scheduler's database (migrated by the caller).
+* grant_scheduler's database (migrated by the caller);
+* every compute service's heartbeat, as the database servicegroup driver
+  writes it every ``report_interval`` (``Heartbeats``), from the start
+  of placement to the cloud's end.
 
 ``Cloud.schedule`` then starts ``processes`` scheduler processes (``python3
 -m tests.nova22.cloud schedule ...``), each Nova 22's own
@@ -44,7 +47,8 @@ NOVA_CONF = """
 [DEFAULT]
 transport_url = fake://
 state_path = {directory}
-# The records are written once and never heartbeat.
+# The services' rows heartbeat (``Heartbeats``) while the cloud runs, and
+# not while it is built: a long build does not take them down.
 service_down_time = 864000
 [api_database]
 connection = {api_url}
@@ -155,6 +159,57 @@ def _descendants(pid):
     return found
 
 
+class Heartbeats:
+    """Every compute service's heartbeat, as Nova's database servicegroup
+    driver writes it (``report_count`` up by one, ``last_seen_up`` and
+    ``updated_at`` now) every ``interval`` seconds (``[DEFAULT]
+    report_interval``): a tenth of the services each tenth of the
+    interval, in one statement, as computes started at different times
+    spread theirs."""
+
+    SLICES = 10
+
+    def __init__(self, cell_url, interval=10.0):
+        import threading
+
+        self._url = cell_url
+        self._interval = interval
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.beats = 0
+        """Statements written so far."""
+
+    def start(self):
+        self._thread.start()
+
+    def stop(self):
+        self._stopped.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=60)
+
+    def _run(self):
+        import sqlalchemy as sa
+
+        engine = sa.create_engine(self._url, poolclass=sa.pool.NullPool)
+        beat = sa.text(
+            "UPDATE services SET report_count = report_count + 1, "
+            "last_seen_up = UTC_TIMESTAMP(), updated_at = UTC_TIMESTAMP() "
+            "WHERE `binary` = 'nova-compute' AND deleted = 0 "
+            "AND MOD(id, :slices) = :slice"
+        )
+        pause = self._interval / self.SLICES
+        try:
+            while not self._stopped.wait(pause):
+                with engine.begin() as conn:
+                    slice_ = self.beats % self.SLICES
+                    conn.execute(
+                        beat, {"slices": self.SLICES, "slice": slice_}
+                    )
+                self.beats += 1
+        finally:
+            engine.dispose()
+
+
 class Cloud:
     """The cloud's pieces, started and stopped from a process without
     Nova imported."""
@@ -180,6 +235,7 @@ class Cloud:
         }
         self.spec_file = os.path.join(directory, "cloud.json")
         self._placement = None
+        self._heartbeats = None
         self._databases = []
         self.build_s = {}
         """Seconds each part of ``start`` took: ``schemas`` (placement's
@@ -224,12 +280,18 @@ class Cloud:
         )
         self._wait_for_placement()
         self.build_s["placement"] = time.monotonic() - started
+        self._heartbeats = Heartbeats(self.spec["cell1_url"])
+        self._heartbeats.start()
         started = time.monotonic()
         self._create_providers(concurrency=2 * placement_workers)
         self.build_s["providers"] = time.monotonic() - started
 
     def stop(self):
-        """Placement stopped, Nova's databases dropped."""
+        """Placement and the heartbeats stopped, Nova's databases
+        dropped."""
+        heartbeats, self._heartbeats = self._heartbeats, None
+        if heartbeats is not None:
+            heartbeats.stop()
         if self._placement is not None:
             self._placement.terminate()
             self._placement.wait(timeout=30)
@@ -402,6 +464,25 @@ class Cloud:
         try:
             with engine.connect() as conn:
                 return placement_api.read_usage(conn)
+        finally:
+            engine.dispose()
+
+    def service_reports(self):
+        """Heartbeats the compute services' rows record so far (the sum of
+        their ``report_count``)."""
+        import sqlalchemy as sa
+
+        engine = sa.create_engine(
+            self.spec["cell1_url"], poolclass=sa.pool.NullPool
+        )
+        try:
+            with engine.connect() as conn:
+                return int(
+                    conn.execute(
+                        sa.text("SELECT SUM(report_count) FROM services")
+                    ).scalar()
+                    or 0
+                )
         finally:
             engine.dispose()
 

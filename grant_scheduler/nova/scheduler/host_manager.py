@@ -185,7 +185,9 @@ class GrantsHostManager(nova_host_manager.HostManager):
         self._cells = {}
         """``{cell uuid: cell mapping}`` of the cells read so far."""
         self._kept = {}
-        """``{(host, node): (HostState, ComputeNode, Service)}``."""
+        """``{(host, node): (HostState, ComputeNode, Service, beat)}``,
+        beat the service's heartbeat count (``CellComputes.beats``) as the
+        HostState has it."""
         self._kept_lock = threading.Lock()
         super().__init__()
 
@@ -262,6 +264,8 @@ class GrantsHostManager(nova_host_manager.HostManager):
         kept = {}
         found = []
         for cell_uuid, computes in compute_nodes.items():
+            cell = self._computes.get(cell_uuid)
+            beats = cell.beats if cell is not None else {}
             for compute in computes:
                 service = services.get(compute.host)
                 if service is None:
@@ -271,6 +275,7 @@ class GrantsHostManager(nova_host_manager.HostManager):
                     )
                     continue
                 key = (compute.host, compute.hypervisor_hostname)
+                beat = beats.get(key[0])
                 entry = self._kept.get(key)
                 if (
                     entry is None
@@ -279,7 +284,12 @@ class GrantsHostManager(nova_host_manager.HostManager):
                 ):
                     host_state = self._new_host_state(key, cell_uuid, compute)
                     host_state.update(compute, dict(service))
-                    entry = (host_state, compute, service)
+                    entry = (host_state, compute, service, beat)
+                elif entry[3] != beat:
+                    # The service's heartbeat alone moved, set on its kept
+                    # object (``computes.HEARTBEAT``): its copy too.
+                    entry[0].update(service=dict(service))
+                    entry = (entry[0], compute, service, beat)
                 kept[key] = entry
                 host_state = _copied(entry[0])
                 # NOTE: filters write limits (NUMATopologyFilter); the rest
@@ -295,7 +305,7 @@ class GrantsHostManager(nova_host_manager.HostManager):
             # More kept than rows: a node's row went (or was renamed), and
             # its HostState goes too.
             if len(self._kept) > sum(map(len, self._computes.values())):
-                for key, (host_state, compute, _) in list(self._kept.items()):
+                for key, (host_state, compute, *_) in list(self._kept.items()):
                     computes = self._computes.get(host_state.cell_uuid)
                     if computes is None or not computes.holds(compute):
                         del self._kept[key]

@@ -359,6 +359,34 @@ class TestWhatIsRead(ReaderTestCase):
         )
         self.assertEqual((1, 2), self.reader.full_reads)
 
+    def test_a_heartbeat_alone_is_set_on_the_kept_object(self):
+        # What every compute writes every report_interval: at the next
+        # read of every service row, the kept object takes it in place
+        # and the host's beat moves (the HostState's copy is made again).
+        _nodes, services = self.read()
+        kept = services[self.services[0]]
+        beats = dict(self.reader.beats)
+        self.cell.heartbeat(self.services[0], self.cell.stamp())
+        self.cell.tick(REPORT)
+        _nodes, again = self.read()
+        self.assertEqual((1, 2), self.reader.full_reads)
+        self.assertIs(kept, again[self.services[0]])
+        row = self.cell.rows(SERVICES)[self.services[0]]
+        self.assertEqual(row["last_seen_up"], _naive(kept.last_seen_up))
+        self.assertEqual(row["updated_at"], _naive(kept.updated_at))
+        self.assertEqual(row["report_count"], kept.report_count)
+        self.assertEqual({}, kept.obj_get_changes())
+        self.assertNotEqual(beats.get("h0"), self.reader.beats.get("h0"))
+        self.assertEqual(beats.get("h1"), self.reader.beats.get("h1"))
+        # A change beyond the heartbeat makes a new object.
+        self.cell.tick(1)
+        self.cell.set_service(
+            self.services[0], self.cell.stamp(), disabled=True
+        )
+        _nodes, again = self.read()
+        self.assertIsNot(kept, again[self.services[0]])
+        self.assertTrue(again[self.services[0]].disabled)
+
     def test_a_disabled_service_is_seen_by_the_next_read_and_enabled_too(
         self,
     ):

@@ -142,3 +142,28 @@ class TestKeptHostStates(base.GrantsTestBase):
         )
         self.assertEqual((2, 2), reader.full_reads)
         self.assertEqual(read + 1, books.full_reads)
+
+    def test_a_heartbeat_reaches_the_host_state_kept(self):
+        # What the database servicegroup driver writes every
+        # report_interval, read at the next read of every service row:
+        # the HostState kept is not made again, its copy of the service
+        # is.
+        self.host_states()
+        kept = self.driver.host_manager._kept
+        [before] = [e[0] for (h, _), e in kept.items() if h == "host1"]
+        context = nova_context.get_admin_context()
+        service = objects.Service.get_by_compute_host(context, "host1")
+        service.report_count += 1
+        service.save()
+        seen = objects.Service.get_by_compute_host(context, "host1")
+        self.cell_reader()._services.full_at = 0
+        states = self.host_states()
+        [after] = [e[0] for (h, _), e in kept.items() if h == "host1"]
+        self.assertIs(before, after)
+        # (The compute's own heartbeat may have come since.)
+        self.assertGreaterEqual(
+            states["host1"].service["report_count"], seen.report_count
+        )
+        self.assertGreaterEqual(
+            states["host1"].service["last_seen_up"], seen.last_seen_up
+        )
