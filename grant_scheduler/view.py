@@ -265,10 +265,14 @@ class ViewCache:
     def refresh_due(self, ahead):
         """Read every row now if that read falls due within ``ahead``
         seconds, or was never made: run by a loop of the process's own
-        every ``ahead`` seconds, so that a request seldom finds it due.
+        every ``ahead`` seconds, so that a request seldom finds it due
+        (with a ``resync_interval`` of 0 every request reads every row:
+        nothing is read here).
 
         :returns: whether every row was read.
         """
+        if not self.resync_interval:
+            return False  # every request reads every row
         with self._lock:
             due_at = self._resync_at
             if due_at is not None and self._clock() + ahead < due_at:

@@ -201,6 +201,17 @@ class TestReadsAhead(base.TestCase):
         cache.view()
         self.assertEqual(3, cache.full_reads)
 
+    def test_an_interval_of_zero_leaves_every_read_to_the_requests(self):
+        store = fakes.FakeStore(random_states(random.Random(5), 4))
+        cache = gs_view.ViewCache(
+            store, resync_interval=0.0, overlap=2.0, clock=lambda: 0.0
+        )
+        self.assertFalse(cache.refresh_due(1.0))
+        self.assertEqual([], store.reads)
+        cache.view()
+        cache.view()
+        self.assertEqual([None, None], store.reads)
+
     def test_another_schedulers_grant_found_ahead_is_told_to_the_next(self):
         now = [0.0]
         store, cache = self.make(lambda: now[0])

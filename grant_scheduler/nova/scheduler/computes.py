@@ -341,22 +341,24 @@ class CellComputes:
         """Read every row of each table whose read of every row falls due
         within ``ahead`` seconds (or was never made), and nothing of the
         others: run by a loop of the process's own every ``ahead``
-        seconds, so that a request seldom finds such a read due.
+        seconds, so that a request seldom finds such a read due.  A table
+        read whole on every request (an interval of 0) is left to them.
 
         :returns: how many tables were read whole.
         """
         began, now = self._utcnow(), self._clock()
-        due = sum(table.due(now + ahead) for table in self._tables(False))
+        due = sum(
+            bool(interval) and table.due(now + ahead)
+            for table, _, _, interval in self._tables()
+        )
         if due:
             with self._engine(cctxt).connect() as conn:
                 self._read(cctxt, conn, began, now, ahead, only_due=True)
         return due
 
-    def _tables(self, described=True):
+    def _tables(self):
         """``(table, Nova's table, condition, full read interval)`` of
-        each table, or each ``_Table`` alone when not ``described``."""
-        if not described:
-            return (self._nodes, self._services)
+        each table."""
         timing = self._timing
         models = _nova_models()
         return (
@@ -381,7 +383,8 @@ class CellComputes:
         settled_before = began - overlap
         for table, nova_table, condition, interval in self._tables():
             full = table.due(now + ahead)
-            if only_due and not full:
+            if only_due and not (full and interval):
+                # NOTE: an interval of 0 reads every row on every request.
                 continue
             since = None if full else table.mark - overlap
             if full:

@@ -478,6 +478,18 @@ class TestWhatIsRead(ReaderTestCase):
         self.assertEqual(4, nodes[self.nodes[1]].vcpus_used)
         self.assertEqual((1, 1), reader.full_reads)
 
+    def test_an_interval_of_zero_leaves_every_read_to_the_requests(self):
+        reader = computes.CellComputes(
+            computes.Timing(0, OVERLAP, REPORT),
+            engine=lambda cctxt: self.cell.engine,
+            clock=self.cell.monotonic,
+            utcnow=self.cell.utcnow,
+        )
+        self.assertEqual(0, reader.read_due(self.context, 1.0))
+        self.assertEqual((0, 0), reader.full_reads)
+        self.read(reader)
+        self.assertEqual((1, 1), reader.full_reads)
+
     def test_a_resync_interval_of_zero_reads_every_row_every_time(self):
         reader = computes.CellComputes(
             computes.Timing(0, OVERLAP, REPORT),
