@@ -69,14 +69,18 @@ class TestRanking(base.TestCase):
                 )
 
 
+def make_cache(clock, seed=3, count=5, resync_interval=60.0):
+    """``(store, cache)``: a ``ViewCache`` over ``count`` random nodes."""
+    store = fakes.FakeStore(random_states(random.Random(seed), count))
+    cache = gs_view.ViewCache(
+        store, resync_interval=resync_interval, overlap=2.0, clock=clock
+    )
+    return store, cache
+
+
 class TestCache(base.TestCase):
     def make(self, clock):
-        states = random_states(random.Random(3), 5)
-        store = fakes.FakeStore(states)
-        cache = gs_view.ViewCache(
-            store, resync_interval=60.0, overlap=2.0, clock=clock
-        )
-        return store, cache
+        return make_cache(clock)
 
     def test_reads_what_changed_since_the_newest_stamp_less_the_overlap(self):
         now = [0.0]
@@ -171,11 +175,7 @@ class TestReadsAhead(base.TestCase):
     request finds it due, and reads made one at a time."""
 
     def make(self, clock):
-        store = fakes.FakeStore(random_states(random.Random(5), 4))
-        cache = gs_view.ViewCache(
-            store, resync_interval=60.0, overlap=2.0, clock=clock
-        )
-        return store, cache
+        return make_cache(clock, seed=5, count=4)
 
     def test_reads_every_row_within_its_interval_and_requests_do_not(self):
         now = [0.0]
@@ -202,10 +202,7 @@ class TestReadsAhead(base.TestCase):
         self.assertEqual(3, cache.full_reads)
 
     def test_an_interval_of_zero_leaves_every_read_to_the_requests(self):
-        store = fakes.FakeStore(random_states(random.Random(5), 4))
-        cache = gs_view.ViewCache(
-            store, resync_interval=0.0, overlap=2.0, clock=lambda: 0.0
-        )
+        store, cache = make_cache(lambda: 0.0, resync_interval=0.0)
         self.assertFalse(cache.refresh_due(1.0))
         self.assertEqual([], store.reads)
         cache.view()

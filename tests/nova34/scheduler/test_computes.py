@@ -193,9 +193,9 @@ class ReaderTestCase(unittest.TestCase):
         self.context = nova_context.RequestContext("user", "project")
         self.reader = self.make_reader()
 
-    def make_reader(self, overlap=OVERLAP):
+    def make_reader(self, overlap=OVERLAP, resync=RESYNC):
         return computes.CellComputes(
-            computes.Timing(RESYNC, overlap, REPORT),
+            computes.Timing(resync, overlap, REPORT),
             engine=lambda cctxt: self.cell.engine,
             clock=self.cell.monotonic,
             utcnow=self.cell.utcnow,
@@ -479,24 +479,14 @@ class TestWhatIsRead(ReaderTestCase):
         self.assertEqual((1, 1), reader.full_reads)
 
     def test_an_interval_of_zero_leaves_every_read_to_the_requests(self):
-        reader = computes.CellComputes(
-            computes.Timing(0, OVERLAP, REPORT),
-            engine=lambda cctxt: self.cell.engine,
-            clock=self.cell.monotonic,
-            utcnow=self.cell.utcnow,
-        )
+        reader = self.make_reader(resync=0)
         self.assertEqual(0, reader.read_due(self.context, 1.0))
         self.assertEqual((0, 0), reader.full_reads)
         self.read(reader)
         self.assertEqual((1, 1), reader.full_reads)
 
     def test_a_resync_interval_of_zero_reads_every_row_every_time(self):
-        reader = computes.CellComputes(
-            computes.Timing(0, OVERLAP, REPORT),
-            engine=lambda cctxt: self.cell.engine,
-            clock=self.cell.monotonic,
-            utcnow=self.cell.utcnow,
-        )
+        reader = self.make_reader(resync=0)
         self.read(reader)
         self.read(reader)
         self.assertEqual((2, 2), reader.full_reads)
