@@ -368,6 +368,14 @@ def main(argv):
     )
     parser.add_argument("--placement-workers", type=int, default=2)
     parser.add_argument(
+        "--no-heartbeats",
+        dest="heartbeats",
+        action="store_false",
+        help="the compute services' rows do not heartbeat (by default a "
+        "tenth of them each second, as the database servicegroup driver "
+        "writes every report_interval)",
+    )
+    parser.add_argument(
         "--timeout",
         type=float,
         default=3600,
@@ -403,7 +411,13 @@ def main(argv):
             started = time.monotonic()
             node, flavor = WORKLOADS[args.workload]
             the_cloud = cloud.Cloud(
-                directory, nodes, node, flavor, gs_db.url, placement_db.url
+                directory,
+                nodes,
+                node,
+                flavor,
+                gs_db.url,
+                placement_db.url,
+                heartbeats=args.heartbeats,
             )
             the_cloud.start(placement_workers=args.placement_workers)
             built = time.monotonic() - started

@@ -209,17 +209,25 @@ def _beat(service, before, row):
 class _Table:
     """One table's rows and the objects made from them, kept by id."""
 
-    def __init__(self, make, beat=None):
+    def __init__(self, make, beat=None, watch=None):
         """
         :param make: ``f(cctxt, row)``, the object of a row.
         :param beat: ``f(object, row before, row)``, which sets a
             heartbeat on the kept object in place when that is all that
             changed (``_beat``), or None.
+        :param watch: ``f(row)``, True for a row whose id the next reads
+            select however it is stamped (``watched``), or None.
         """
         self._make = make
         self._beat = beat
+        self._watch = watch
         self.kept = {}
         """``{id: (row, object)}``."""
+        self.watched = set()
+        """Ids of the kept rows ``watch`` is True of."""
+        self._objects = None
+        """Every kept object, in a list made again only when one is
+        replaced, added or gone (``objects``)."""
         self.beats = {}
         """``{host: count}``: the read count of each host's last
         heartbeat set in place, so that what was made from the object
@@ -246,31 +254,52 @@ class _Table:
         """
         kept = {} if full else self.kept
         settled = set() if full else self.settled
+        watched = set() if full else self.watched
         self._reads += 1
+        changed = False
         for row in rows:
             row_id = row["id"]
             if row.get("deleted"):
-                kept.pop(row_id, None)
+                changed |= kept.pop(row_id, None) is not None
                 settled.discard(row_id)
+                watched.discard(row_id)
                 continue
             before = self.kept.get(row_id)
             if before is None:
                 before = (row, self._make(cctxt, row))
+                changed = True
             elif before[0] != row:
                 if self._beat and self._beat(before[1], before[0], row):
                     before = (row, before[1])
                     self.beats[row.get("host")] = self._reads
                 else:
                     before = (row, self._make(cctxt, row))
+                    changed = True
             kept[row_id] = before
+            if self._watch is not None and self._watch(row):
+                watched.add(row_id)
+            else:
+                watched.discard(row_id)
             if _stamped_before(row, settled_before):
                 settled.add(row_id)
             else:
                 settled.discard(row_id)
+        if changed or len(kept) != len(self.kept):
+            # NOTE: a read of every row that kept every object and found
+            # as many rows found no row gone either.
+            self._objects = None
         self.kept = kept
         self.settled = settled
+        self.watched = watched
         self.rows_read += len(rows)
         self.full_reads += bool(full)
+
+    def objects(self):
+        """Every kept object, in a list shared until one is replaced,
+        added or gone: read it, never change it."""
+        if self._objects is None:
+            self._objects = [obj for _row, obj in self.kept.values()]
+        return self._objects
 
     def unchanged(self, stamps):
         """Whether a row read for its stamps alone is the one kept: settled
@@ -291,6 +320,12 @@ class _Table:
         self.mark = began if newest is None else min(began, newest)
         if full:
             self.full_at = now + interval
+
+
+def _watched(service_row):
+    """A disabled or forced down service, whose next change (enabled
+    again) the stamps alone would not select."""
+    return bool(service_row.get("disabled") or service_row.get("forced_down"))
 
 
 def _compute_node(cctxt, row):
@@ -322,20 +357,24 @@ class CellComputes:
         self._clock = clock or time.monotonic
         self._utcnow = utcnow or timeutils.utcnow
         self._nodes = _Table(_compute_node)
-        self._services = _Table(_service, beat=_beat)
+        self._services = _Table(_service, beat=_beat, watch=_watched)
+        self._by_host = (None, {})
+        """``(services list, {host: service})`` of the last ``read``."""
 
     def read(self, cctxt):
-        """``(compute nodes, services)`` of the cell, every row as of now
-        (see the module for what "now" means for each table)."""
+        """``([compute node], {host: service})`` of the cell, every row as
+        of now (see the module for what "now" means for each table); kept
+        between reads until a row changes, so that a request builds
+        nothing per node: read them, never change them."""
         began, now = self._utcnow(), self._clock()
         # NOTE: one connection for every statement of the read (one
         # checkout, and on MySQL one snapshot from the first statement on).
         with self._engine(cctxt).connect() as conn:
             self._read(cctxt, conn, began, now)
-        return (
-            [node for _row, node in self._nodes.kept.values()],
-            [service for _row, service in self._services.kept.values()],
-        )
+        services = self._services.objects()
+        if self._by_host[0] is not services:
+            self._by_host = (services, {s.host: s for s in services})
+        return self._nodes.objects(), self._by_host[1]
 
     def read_due(self, cctxt, ahead):
         """Read every row of each table whose read of every row falls due
@@ -436,11 +475,7 @@ class CellComputes:
         computes = table.c.binary == COMPUTE_BINARY
         if since is None:
             return sa.and_(computes, table.c.deleted == 0)
-        watched = [
-            row["id"]
-            for row, _service in self._services.kept.values()
-            if row.get("disabled") or row.get("forced_down")
-        ]
+        watched = sorted(self._services.watched)
         state = [
             table.c.disabled == sa.true(),
             table.c.forced_down == sa.true(),
