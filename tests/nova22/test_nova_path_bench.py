@@ -8,8 +8,8 @@ from ``--json``), so a change that breaks the cloud, the records or the
 columns fails here; the checks are the benchmark's own invariants (every
 request placed, or refused with no node left that fitted; no node over
 its capacity in placement or in the books) and grant_scheduler's lead
-over the stock scheduler in boots per second, which at this size is
-wide.
+over the stock scheduler in the CPU a boot costs the scheduler and
+placement, which at this size is wide.
 """
 
 import importlib.util
@@ -78,8 +78,13 @@ class TestNovaPathBench(gs_base.TestCase):
             self.assertEqual([], row["over_capacity"], system)
             for column in NEW_COLUMNS:
                 self.assertGreater(row[column], 0, (system, column))
-        self.assertGreater(
-            rows["grants"]["boots_per_s"], rows["stock"]["boots_per_s"]
+        # NOTE: the CPU a boot costs the scheduler and placement, not the
+        # boots per second: a run of 24 boots moves with whatever else
+        # the machine runs (CI runs two chains at once), and once ran
+        # stock faster here while another suite filled both cores.
+        self.assertLess(
+            rows["grants"]["cpu_ms"] + rows["grants"]["placement_cpu_ms"],
+            rows["stock"]["cpu_ms"] + rows["stock"]["placement_cpu_ms"],
         )
         self.assertEqual(0, code)
 
