@@ -159,6 +159,19 @@ def _descendants(pid):
     return found
 
 
+@contextlib.contextmanager
+def _engine(url):
+    """An engine on the database at ``url`` that keeps no connection,
+    disposed of on leaving."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+
+
 class Heartbeats:
     """Every compute service's heartbeat, as Nova's database servicegroup
     driver writes it (``report_count`` up by one, ``last_seen_up`` and
@@ -190,7 +203,6 @@ class Heartbeats:
     def _run(self):
         import sqlalchemy as sa
 
-        engine = sa.create_engine(self._url, poolclass=sa.pool.NullPool)
         beat = sa.text(
             "UPDATE services SET report_count = report_count + 1, "
             "last_seen_up = UTC_TIMESTAMP(), updated_at = UTC_TIMESTAMP() "
@@ -198,7 +210,7 @@ class Heartbeats:
             "AND MOD(id, :slices) = :slice"
         )
         pause = self._interval / self.SLICES
-        try:
+        with _engine(self._url) as engine:
             while not self._stopped.wait(pause):
                 with engine.begin() as conn:
                     slice_ = self.beats % self.SLICES
@@ -206,8 +218,6 @@ class Heartbeats:
                         beat, {"slices": self.SLICES, "slice": slice_}
                     )
                 self.beats += 1
-        finally:
-            engine.dispose()
 
 
 class Cloud:
@@ -467,50 +477,33 @@ class Cloud:
 
     def placement_usage(self):
         """``{provider name: {class id: (used, capacity)}}``."""
-        import sqlalchemy as sa
-
         from grant_scheduler_bench import placement_api
 
-        engine = sa.create_engine(
-            self.spec["placement_url"], poolclass=sa.pool.NullPool
-        )
-        try:
+        with _engine(self.spec["placement_url"]) as engine:
             with engine.connect() as conn:
                 return placement_api.read_usage(conn)
-        finally:
-            engine.dispose()
 
     def service_reports(self):
         """Heartbeats the compute services' rows record so far (the sum of
         their ``report_count``)."""
         import sqlalchemy as sa
 
-        engine = sa.create_engine(
-            self.spec["cell1_url"], poolclass=sa.pool.NullPool
-        )
-        try:
+        with _engine(self.spec["cell1_url"]) as engine:
             with engine.connect() as conn:
-                return int(
-                    conn.execute(
-                        sa.text("SELECT SUM(report_count) FROM services")
-                    ).scalar()
-                    or 0
-                )
-        finally:
-            engine.dispose()
+                total = conn.execute(
+                    sa.text("SELECT SUM(report_count) FROM services")
+                ).scalar()
+        return int(total or 0)
 
     def _execute(self, url, *statements):
         """Run ``statements`` (``(SQL, parameters)``) in one transaction
         on the database at ``url``."""
         import sqlalchemy as sa
 
-        engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
-        try:
+        with _engine(url) as engine:
             with engine.begin() as conn:
                 for statement, parameters in statements:
                     conn.execute(sa.text(statement), parameters)
-        finally:
-            engine.dispose()
 
     def reset_placement(self):
         """Remove every allocation, and the instances earlier runs placed
