@@ -208,6 +208,31 @@ def _rows(url, sql):
         engine.dispose()
 
 
+def read_allocations(conn):
+    """Every allocation of placement's database: its consumer's UUID, its
+    provider's name, its resource class's id and amount.
+
+    ``allocations.consumer_id`` holds the consumer's UUID itself, not the
+    ``consumers`` row's integer id (a join on that id matches no row for
+    most UUIDs, and on MySQL a wrong consumer for those whose UUID starts
+    with the digits of an id).
+    """
+    import sqlalchemy as sa
+
+    return [
+        dict(row.items())
+        for row in conn.execute(
+            sa.text(
+                "SELECT a.consumer_id AS consumer, p.name AS node,"
+                " a.resource_class_id AS rc, a.used"
+                " FROM allocations a"
+                " JOIN resource_providers p"
+                " ON p.id = a.resource_provider_id"
+            )
+        )
+    ]
+
+
 def check(spec, scheduler):
     """Everything the host side judges, as one JSON document."""
     import sqlalchemy as sa
@@ -242,19 +267,7 @@ def check(spec, scheduler):
                     sa.text("SELECT id, name FROM resource_classes")
                 )
             }
-            consumers = [
-                dict(row.items())
-                for row in conn.execute(
-                    sa.text(
-                        "SELECT c.uuid AS consumer, p.name AS node,"
-                        " a.resource_class_id AS rc, a.used"
-                        " FROM allocations a"
-                        " JOIN consumers c ON c.id = a.consumer_id"
-                        " JOIN resource_providers p"
-                        " ON p.id = a.resource_provider_id"
-                    )
-                )
-            ]
+            consumers = read_allocations(conn)
     finally:
         engine.dispose()
     standard = {0: "VCPU", 1: "MEMORY_MB", 2: "DISK_GB"}
