@@ -24,14 +24,9 @@ class TestReadAllocations(testtools.TestCase):
         models.BASE.metadata.create_all(self.engine)
         self.models = models
 
-    def _allocate(self, conn, consumer, provider_id, used):
+    def _insert(self, conn, table, **values):
         conn.execute(
-            self.models.Allocation.__table__.insert().values(
-                resource_provider_id=provider_id,
-                consumer_id=consumer,
-                resource_class_id=0,
-                used=used,
-            )
+            self.models.BASE.metadata.tables[table].insert().values(**values)
         )
 
     def test_each_allocation_is_its_consumers(self):
@@ -39,45 +34,37 @@ class TestReadAllocations(testtools.TestCase):
         # another consumer's row id: both read as their own.
         first = "6b217724-e442-4f65-8814-f70310fccbdb"
         second = "ab" + uuid.uuid4().hex[2:8] + "-e442-4f65-8814-f70310fccbdb"
-        tables = self.models.BASE.metadata.tables
+        owner = {"project_id": 1, "user_id": 1, "generation": 0}
         with self.engine.begin() as conn:
-            for name in ("projects", "users"):
-                conn.execute(
-                    tables[name].insert().values(id=1, external_id="x")
-                )
+            for table in ("projects", "users"):
+                self._insert(conn, table, id=1, external_id="x")
             for row_id in range(1, 8):
-                conn.execute(
-                    tables["consumers"]
-                    .insert()
-                    .values(
-                        id=row_id,
-                        uuid=str(uuid.uuid4()),
-                        project_id=1,
-                        user_id=1,
-                        generation=0,
-                    )
+                self._insert(
+                    conn,
+                    "consumers",
+                    id=row_id,
+                    uuid=str(uuid.uuid4()),
+                    **owner,
                 )
             for consumer in (first, second):
-                conn.execute(
-                    tables["consumers"]
-                    .insert()
-                    .values(
-                        uuid=consumer, project_id=1, user_id=1, generation=0
-                    )
+                self._insert(conn, "consumers", uuid=consumer, **owner)
+            for provider_id, consumer in ((1, first), (2, second)):
+                self._insert(
+                    conn,
+                    "resource_providers",
+                    id=provider_id,
+                    uuid=str(uuid.uuid4()),
+                    name="n%d" % provider_id,
+                    generation=0,
                 )
-            for provider_id, name in ((1, "n1"), (2, "n2")):
-                conn.execute(
-                    tables["resource_providers"]
-                    .insert()
-                    .values(
-                        id=provider_id,
-                        uuid=str(uuid.uuid4()),
-                        name=name,
-                        generation=0,
-                    )
+                self._insert(
+                    conn,
+                    "allocations",
+                    resource_provider_id=provider_id,
+                    consumer_id=consumer,
+                    resource_class_id=0,
+                    used=provider_id,
                 )
-            self._allocate(conn, first, 1, 1)
-            self._allocate(conn, second, 2, 2)
         with self.engine.connect() as conn:
             read = services.read_allocations(conn)
         self.assertEqual(
