@@ -200,6 +200,7 @@ NOVA_FLOORS = (
         "grant_scheduler.nova.service",
         "grant_scheduler.nova.outage",
         "grant_scheduler.nova.loop",
+        "grant_scheduler.nova.fanout",
     ),
     # the books, kept from either process
     ("grant_scheduler.nova.books",),

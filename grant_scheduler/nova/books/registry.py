@@ -25,6 +25,7 @@ from oslo_log import log as logging
 
 from grant_scheduler import api
 from grant_scheduler.nova import amounts as nova_amounts
+from grant_scheduler.nova import fanout
 
 LOG = logging.getLogger(__name__)
 
@@ -34,6 +35,9 @@ _REFRESH_EVERY = 10.0
 
 class RecordCapacities:
     """Capacities from Nova's compute node records (Nova 13-16)."""
+
+    # Nodes ``sync`` reads at a time: the records are in hand.
+    at_once = 1
 
     def __init__(self, reserved):
         """:param reserved: ``f()`` giving the reserved ``Resources``."""
@@ -69,10 +73,15 @@ class RecordCapacities:
 class PlacementCapacities:
     """Capacities from placement's inventories (Nova 17-22)."""
 
-    def __init__(self, inventory):
-        """:param inventory: ``inventory.PlacementInventory``."""
+    def __init__(self, inventory, at_once=1):
+        """
+        :param inventory: ``inventory.PlacementInventory``.
+        :param at_once: nodes ``sync`` reads from placement at a time
+            (``[grant_scheduler] sync_concurrency``).
+        """
         self._inventory = inventory
         self._others = {}
+        self.at_once = at_once
 
     def others(self, node_uuid):
         """What placement held on the node at the last look beyond the
@@ -144,7 +153,6 @@ class NodeRegistry:
         self._host_manager = host_manager
         self._refused = {}  # (host, node) -> capacity that was refused
         self._refreshed = {}  # node uuid -> time.monotonic() of a refresh
-        self.registered = 0
 
     def register_unknown(self, context, known, host_states):
         """Register the nodes of ``host_states`` not in ``known``, and take
@@ -154,29 +162,37 @@ class NodeRegistry:
             rows.
         :returns: True when a row was created or changed.
         """
-        added = False
+        unknown = []
         for host_state in host_states:
-            key = (host_state.host, host_state.nodename)
             if host_state.uuid is None:
                 continue  # Nova has not yet seen its usage
             # NOTE: the common case, a node known under its uuid, costs no
             # capacity arithmetic: this runs for every node per request.
-            state = known.get(key)
-            if state is not None and state.node_uuid in (
+            state = known.get((host_state.host, host_state.nodename))
+            if state is None or state.node_uuid not in (
                 None,
                 host_state.uuid,
             ):
-                continue
-            capacity = self._capacities().of(context, host_state)
+                unknown.append((host_state, state))
+        if not unknown:
+            return False
+        capacities = self._capacities()
+        changed = []
+
+        def register(pair):
+            host_state, state = pair
+            capacity = capacities.of(context, host_state)
             if capacity is None:
-                continue  # placement has no inventory for it yet
+                return  # placement has no inventory for it yet
             if state is not None:
-                added |= self._recreated(host_state, capacity)
-                continue
-            if self._refused.get(key) == capacity:
-                continue
-            added |= self._register(context, host_state, capacity)
-        return added
+                changed.append(self._recreated(host_state, capacity))
+            elif self._refused.get(
+                (host_state.host, host_state.nodename)
+            ) != capacity and self._register(context, host_state, capacity):
+                changed.append(True)
+
+        fanout.each(unknown, register, capacities.at_once)
+        return any(changed)
 
     def _recreated(self, host_state, capacity):
         """Nova deleted a compute node and made a new one of the same
@@ -249,17 +265,24 @@ class NodeRegistry:
         if self.register_unknown(context, by_key, host_states):
             by_key = {(s.host, s.node): s for s in self._gs().view().states()}
         capacities = self._capacities()
+        to_check = []
         for host_state in capacities.to_check(context, host_states):
             state = by_key.get((host_state.host, host_state.nodename))
-            if state is None or host_state.uuid is None:
-                continue
+            if state is not None and host_state.uuid is not None:
+                to_check.append((host_state, state))
+
+        def check(pair):
+            host_state, state = pair
             capacities.look_again(context, state)
             capacity = capacities.of(context, host_state)
-            if capacity is None or nova_amounts.same_capacity(
+            if capacity is not None and not nova_amounts.same_capacity(
                 capacity, state.capacity
             ):
-                continue
-            self._report(state, capacity, host_state.uuid)
+                self._report(state, capacity, host_state.uuid)
+
+        # NOTE(placement): one or two requests a node, every node at a
+        # process's first sync: a few nodes at a time.
+        fanout.each(to_check, check, capacities.at_once)
 
     def _register(self, context, host_state, capacity):
         host, node = host_state.host, host_state.nodename
@@ -278,7 +301,6 @@ class NodeRegistry:
             return False
         if created is None:
             return False  # another scheduler registered it meanwhile
-        self.registered += 1
         LOG.info("Registered compute node %s/%s: %s", host, node, capacity)
         self._claim_existing(context, host, node)
         return True

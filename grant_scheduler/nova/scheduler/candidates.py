@@ -51,7 +51,6 @@ their provider summaries name the nodes, as for the stock scheduler.
 """
 
 import collections
-import threading
 import time
 from urllib import parse
 
@@ -63,6 +62,7 @@ from oslo_log import log as logging
 
 from grant_scheduler import api
 from grant_scheduler.nova import compat
+from grant_scheduler.nova import fanout
 
 LOG = logging.getLogger(__name__)
 
@@ -210,15 +210,7 @@ class BuiltRequests:
             except Exception:  # noqa: BLE001 - asked again when Nova comes
                 LOG.debug("Placement's room on %s not read", rp_uuid)
 
-        readers = [
-            threading.Thread(target=ask, args=(rp_uuid,), daemon=True)
-            for rp_uuid in pending[1:]
-        ]
-        for reader in readers:
-            reader.start()
-        ask(pending[0])
-        for reader in readers:
-            reader.join()
+        fanout.each(pending, ask, len(pending))
         # NOTE: a read that failed leaves its node to be asked again.
         self._alternates.update(answers)
 

@@ -161,7 +161,8 @@ class SchedulerParts:
                 self._capacities = registry.PlacementCapacities(
                     inventory.PlacementInventory(
                         _once(compat.scheduler_report_client)
-                    )
+                    ),
+                    at_once=self.conf.grant_scheduler.sync_concurrency,
                 )
             else:
                 self._capacities = registry.RecordCapacities(

@@ -1,6 +1,7 @@
 """What placement holds beyond the books, by node
 (``grant_scheduler.nova.books.registry``); no Nova needed."""
 
+import threading
 import types
 import unittest
 
@@ -93,3 +94,106 @@ class TestOthers(unittest.TestCase):
         self.assertIs(
             inventory.NO_INVENTORY, self.capacities.look_now(None, "a")[1]
         )
+
+
+class _SlowClient(_Client):
+    """Placement whose usages answer only once ``barrier``'s parties ask
+    together; counts the reads in flight."""
+
+    def __init__(self, providers, barrier):
+        super().__init__(providers)
+        self.barrier = barrier
+        self.lock = threading.Lock()
+        self.now = 0
+        self.most = 0
+
+    def get(self, url, **kwargs):
+        if not url.endswith("/usages"):
+            return super().get(url, **kwargs)
+        with self.lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+        try:
+            self.barrier.wait()
+            return super().get(url, **kwargs)
+        finally:
+            with self.lock:
+                self.now -= 1
+
+
+class _Books:
+    """The books' side of ``NodeRegistry``: what was reported."""
+
+    def __init__(self):
+        self.reported = []
+
+    def report_host(self, host, node, capacity, node_uuid=None):
+        self.reported.append((host, node, capacity, node_uuid))
+
+
+class TestSync(unittest.TestCase):
+    """A sync reads the providers that moved a few at a time."""
+
+    NODES = 6
+
+    def setUp(self):
+        self.inventories = {"VCPU": _inventory(4), "MEMORY_MB": _inventory(64)}
+        self.capacity = inventory.capacity_from(self.inventories)
+        self.client = _SlowClient(
+            {
+                "u%d" % n: (1, dict(self.inventories))
+                for n in range(self.NODES)
+            },
+            threading.Barrier(3, timeout=10),
+        )
+        self.books = _Books()
+        self.states = [
+            types.SimpleNamespace(
+                host="h%d" % n,
+                node="n%d" % n,
+                node_uuid="u%d" % n,
+                capacity=self.capacity,
+                used=api.NOTHING,
+                granted=api.NOTHING,
+            )
+            for n in range(self.NODES)
+        ]
+        self.host_states = [
+            types.SimpleNamespace(
+                host="h%d" % n, nodename="n%d" % n, uuid="u%d" % n
+            )
+            for n in range(self.NODES)
+        ]
+
+    def sync(self, at_once):
+        capacities = registry.PlacementCapacities(
+            inventory.PlacementInventory(lambda: self.client), at_once=at_once
+        )
+        nodes = registry.NodeRegistry(
+            lambda: self.books, lambda: capacities, None
+        )
+        nodes.sync(None, self.states, self.host_states)
+        return capacities
+
+    def test_three_at_a_time_and_what_changed_reported(self):
+        # Placement lowered one node's inventory and another consumer
+        # holds a vCPU on another: both found, while the reads of three
+        # nodes were in flight together (one after the other, the
+        # barrier would break) and never more.
+        lowered = dict(self.inventories, VCPU=_inventory(2))
+        self.client.providers["u4"] = (2, lowered)
+        self.client.usages["u1"] = {"VCPU": 1}
+        capacities = self.sync(3)
+        self.assertEqual(3, self.client.most)
+        self.assertEqual(
+            [("h4", "n4", inventory.capacity_from(lowered), "u4")],
+            self.books.reported,
+        )
+        self.assertEqual(api.Resources(VCPU=1), capacities.others("u1"))
+        self.assertEqual(api.NOTHING, capacities.others("u2"))
+
+    def test_one_at_a_time_by_default(self):
+        self.client.barrier = threading.Barrier(1)
+        self.sync(registry.PlacementCapacities(None).at_once)
+        self.assertEqual(1, self.client.most)
+        self.assertEqual([], self.books.reported)
