@@ -197,6 +197,45 @@ def _place_with_retries(
     return False
 
 
+def _check_alive(schedulers, computes):
+    """Raise once the run cannot end: a compute process has died (a
+    scheduler would wait for its answers), or no scheduler process is
+    left to put a result.  A process that dies puts nothing; its
+    traceback is on stderr."""
+    for process in computes:
+        if process.exitcode not in (None, 0):
+            raise RuntimeError(
+                "a compute process died (exit code %s)" % process.exitcode
+            )
+    if not any(p.is_alive() for p in schedulers):
+        raise RuntimeError("a scheduler process died without a result")
+
+
+def _next_result(results, processes, timeout=RESULT_TIMEOUT):
+    """The next ``(kind, result)`` put on ``results``; a RuntimeError
+    once none of ``processes`` is alive to put one, or after
+    ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return results.get(timeout=0.2)
+        except queue_module.Empty:
+            pass
+        if not any(p.is_alive() for p in processes):
+            # NOTE: a process's result is in the pipe before it exits.
+            try:
+                return results.get(timeout=1.0)
+            except queue_module.Empty:
+                raise RuntimeError(
+                    "a compute process died without a result (exit codes "
+                    "%s)" % [p.exitcode for p in processes]
+                ) from None
+        if time.monotonic() > deadline:
+            raise RuntimeError(
+                "no result from the compute processes in %d s" % timeout
+            )
+
+
 def compute_process(strategy_name, options, work, replies, results, releases):
     logging.disable(logging.WARNING)
     strategy = strategies.STRATEGIES[strategy_name]
@@ -268,6 +307,7 @@ def run(strategy_name, workload, schedulers, options, progress=None):
     """One run; returns the raw counts for ``metrics.summarise``."""
     database = api.Database(options["url"])
     service = None
+    processes = []
     try:
         gs = reset(database, workload)
         # A strategy with a service of its own (placement-api) starts it for
@@ -328,7 +368,8 @@ def run(strategy_name, workload, schedulers, options, progress=None):
             )
             for n in range(schedulers)
         ]
-        for process in computes + procs:
+        processes += computes + procs
+        for process in processes:
             process.start()
         # NOTE: the clock starts once every scheduler process has imported
         # and built its side, so start-up is not counted as scheduling.
@@ -346,10 +387,7 @@ def run(strategy_name, workload, schedulers, options, progress=None):
             try:
                 kind, result = results.get(timeout=0.2)
             except queue_module.Empty:
-                if not any(p.is_alive() for p in procs):
-                    raise RuntimeError(
-                        "a scheduler process died without a result"
-                    )
+                _check_alive(procs, computes)
                 continue
             if kind == "compute":
                 # A compute process ended early (its error is in it).
@@ -363,7 +401,7 @@ def run(strategy_name, workload, schedulers, options, progress=None):
         for queue in work:
             queue.put(STOP)
         while len(compute_results) < COMPUTES:
-            compute_results.append(results.get(timeout=RESULT_TIMEOUT)[1])
+            compute_results.append(_next_result(results, computes)[1])
         for process in computes + procs:
             process.join(60)
         overcommitted |= _overcommitted(gs, service, final=True)
@@ -380,6 +418,12 @@ def run(strategy_name, workload, schedulers, options, progress=None):
             raw.update(running.stop())
         return raw
     finally:
+        # NOTE: a run that failed leaves no process waiting for work or
+        # answers that will not come (the interpreter would wait for it).
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+                process.join(10)
         if service is not None:
             service.stop()
         database.dispose()
