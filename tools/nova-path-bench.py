@@ -263,6 +263,7 @@ def measure(
         "placed": len(placed),
         "errors": errors,
         "start_s": result["start_s"],
+        "start_steps_s": result["start_steps_s"],
         "wall_s": result["wall_s"],
         "run_s": result["run_s"],
         "boots_per_s": len(placed) / result["wall_s"],

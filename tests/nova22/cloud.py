@@ -397,7 +397,10 @@ class Cloud:
         (``_Counts``) and its CPU seconds by phase (``Phases``);
         ``placement_cpu_s``, the CPU seconds placement's service used
         from the start signal to the last process's end; ``start_s``, the
-        seconds the processes took to be ready.  ``timeout`` bounds
+        seconds the processes took to be ready, and ``start_steps_s``, per
+        process, the seconds its start's steps took (``periodic tasks``:
+        Nova's manager's, the driver's among them; ``instance info``: the
+        computes' first sync of what they run).  ``timeout`` bounds
         both the start and the run.
         ``profile``: each process runs its calls under cProfile and the
         result's ``profiles`` names the files of their stats."""
@@ -473,6 +476,9 @@ class Cloud:
             result["counts"].append(done["counts"])
             result["cpu"].append(done["cpu"])
             result["run_s"] = max(result.get("run_s", 0.0), done["run_s"])
+            result.setdefault("start_steps_s", []).append(
+                done["start_steps_s"]
+            )
         return result
 
     def placement_usage(self):
@@ -1200,8 +1206,10 @@ def schedule(spec, system, run, index, count, callers, profile=False):
     counts = _Counts(databases, phases.current)
     manager = scheduler_manager.SchedulerManager()
     admin = nova_context.get_admin_context()
+    started = time.monotonic()
     # Nova's service runs the manager's periodic tasks at start.
     manager.periodic_tasks(admin)
+    start_steps = {"periodic tasks": time.monotonic() - started}
     # Every compute tells every scheduler what it runs, at its start and
     # every scheduler_instance_sync_interval; two syncs that agree and
     # Nova's host manager uses what it was told instead of reading each
@@ -1217,10 +1225,12 @@ def schedule(spec, system, run, index, count, callers, profile=False):
             for n in range(spec["nodes"])
         )
 
+    started = time.monotonic()
     while not synced():
         for number in range(spec["nodes"]):
             manager.sync_instance_info(admin, node_name(number), [])
         time.sleep(0.1)
+    start_steps["instance info"] = time.monotonic() - started
     amount = api.Resources.of(flavor_amount(spec["flavor"]))
     placement_room = placement_api.RoomCheck(spec["placement_url"])
     user = nova_context.RequestContext(
@@ -1339,6 +1349,7 @@ def schedule(spec, system, run, index, count, callers, profile=False):
                 "counts": counts.as_dict(),
                 "cpu": phases.cpu,
                 "run_s": ran,
+                "start_steps_s": start_steps,
             },
             f,
         )
