@@ -222,7 +222,15 @@ class SchedulerParts:
         )
 
     def run_periodic_tasks(self, context):
-        """Called by Nova's scheduler manager from its periodic task."""
+        """Called by Nova's scheduler manager from its periodic task.
+
+        The process's loops (the grant follower's, the views' reads
+        ahead) are started first: at a process's start the sync of
+        compute nodes reads every provider in placement, minutes at
+        10,000 nodes, and the loops would otherwise wait for it."""
+        if compat.have_nova():
+            self._follower_loop().ensure_started()
+            self._refresher_loop().ensure_started()
         if self._periodic is None:
             self._periodic = _Periodic(self.conf, self)
         return self._periodic.run_periodic_tasks(context)

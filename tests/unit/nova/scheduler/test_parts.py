@@ -1,6 +1,7 @@
 """The driver's periodic tasks (``grant_scheduler.nova.scheduler.parts``):
 what they are and how often they run; no Nova needed."""
 
+import fixtures
 from oslo_config import cfg
 
 from grant_scheduler import conf as gs_conf
@@ -53,3 +54,51 @@ class TestPeriodicTasks(base.TestCase):
         self.assertNotIn(
             "reconcile_claims", {name for name, _ in off._periodic_tasks}
         )
+
+
+class TestLoopsFirst(base.TestCase):
+    """The process's loops start before its periodic tasks run."""
+
+    def parts(self, **overrides):
+        conf = cfg.ConfigOpts()
+        gs_conf.register_opts(conf)
+        conf([], default_config_files=[])
+        self.addCleanup(conf.reset)
+        for name, value in overrides.items():
+            conf.set_override(name, value, "grant_scheduler")
+        parts = gs_parts.SchedulerParts(conf=conf)
+        self.addCleanup(parts.stop)
+        self.useFixture(
+            fixtures.MockPatch(
+                "grant_scheduler.nova.compat.have_nova", return_value=True
+            )
+        )
+        seen = []
+
+        class Tasks:
+            """The periodic tasks, the first sync among them: which loops
+            run while they do."""
+
+            def __init__(self, conf, parts):
+                self.parts = parts
+
+            def run_periodic_tasks(self, context):
+                seen.append(
+                    (
+                        self.parts._follower_loop().running,
+                        self.parts._refresher_loop().running,
+                    )
+                )
+
+        self.useFixture(fixtures.MockPatchObject(gs_parts, "_Periodic", Tasks))
+        return parts, seen
+
+    def test_the_loops_run_while_the_first_sync_does(self):
+        parts, seen = self.parts()
+        parts.run_periodic_tasks(context=None)
+        self.assertEqual([(True, True)], seen)
+
+    def test_a_loop_turned_off_is_not_started(self):
+        parts, seen = self.parts(view_refresh_interval=0, consume_interval=0)
+        parts.run_periodic_tasks(context=None)
+        self.assertEqual([(False, False)], seen)
