@@ -9,19 +9,25 @@ from grant_scheduler.nova.scheduler import parts as gs_parts
 from tests import base
 
 
+def _conf(test, **overrides):
+    """grant_scheduler's options with ``overrides`` in ``[grant_scheduler]``
+    for ``test``."""
+    conf = cfg.ConfigOpts()
+    gs_conf.register_opts(conf)
+    conf([], default_config_files=[])
+    # NOTE: the option group object is shared by every ConfigOpts it is
+    # registered with, overrides included: undo them.
+    test.addCleanup(conf.reset)
+    for name, value in overrides.items():
+        conf.set_override(name, value, "grant_scheduler")
+    return conf
+
+
 class TestPeriodicTasks(base.TestCase):
     """What the driver's periodic tasks are, and how often they run."""
 
     def periodic(self, **overrides):
-        conf = cfg.ConfigOpts()
-        gs_conf.register_opts(conf)
-        conf([], default_config_files=[])
-        # NOTE: the option group object is shared by every ConfigOpts it is
-        # registered with, overrides included: undo them.
-        self.addCleanup(conf.reset)
-        for name, value in overrides.items():
-            conf.set_override(name, value, "grant_scheduler")
-        return gs_parts._Periodic(conf, parts=None)
+        return gs_parts._Periodic(_conf(self, **overrides), parts=None)
 
     def test_by_default_the_claims_are_reconciled_every_minute(self):
         periodic = self.periodic()
@@ -60,13 +66,7 @@ class TestLoopsFirst(base.TestCase):
     """The process's loops start before its periodic tasks run."""
 
     def parts(self, **overrides):
-        conf = cfg.ConfigOpts()
-        gs_conf.register_opts(conf)
-        conf([], default_config_files=[])
-        self.addCleanup(conf.reset)
-        for name, value in overrides.items():
-            conf.set_override(name, value, "grant_scheduler")
-        parts = gs_parts.SchedulerParts(conf=conf)
+        parts = gs_parts.SchedulerParts(conf=_conf(self, **overrides))
         self.addCleanup(parts.stop)
         self.useFixture(
             fixtures.MockPatch(
