@@ -51,6 +51,7 @@ their provider summaries name the nodes, as for the stock scheduler.
 """
 
 import collections
+import threading
 import time
 from urllib import parse
 
@@ -124,6 +125,7 @@ class BuiltRequests:
         self._refused = False
         self._built = {}
         self._passed_over = False
+        self._ahead = None
 
     def __bool__(self):
         return True
@@ -177,6 +179,27 @@ class BuiltRequests:
             self._alternates[rp_uuid] = bool(self._now(rp_uuid))
         return self._alternates[rp_uuid]
 
+    def reading_ahead(self, likely):
+        """Nova's FilterScheduler has sorted the hosts of a request for
+        one instance and is about to grant and claim the first: the nodes
+        that would then be its alternates (``likely``) are asked of
+        placement now, on a thread of their own (a green thread in Nova),
+        so that their reads overlap the grant and the claim rather than
+        follow them.  ``choosing_alternates`` takes their answers; a node
+        the claim falls over to is asked for nothing more (Nova never
+        makes a chosen host an alternate)."""
+        if self._ahead is not None or self._alternates is not None:
+            return
+        pending = self._to_ask(likely)
+        if not pending:
+            return
+        answers = {}
+        thread = threading.Thread(
+            target=self._ask_all, args=(pending, answers), daemon=True
+        )
+        thread.start()
+        self._ahead = (thread, answers)
+
     def choosing_alternates(self, likely=()):
         """Nova's FilterScheduler has claimed every instance of the
         request: the nodes asked about from now on are alternates, each
@@ -187,22 +210,42 @@ class BuiltRequests:
             its order: those the books admit are asked of placement at
             once, side by side, rather than one after the other as Nova
             comes to them (a node Nova then skips is one it would have
-            asked about anyway).
+            asked about anyway); those read ahead are not asked again.
         """
         if self._alternates is None:
             self._alternates = {}
+        ahead, self._ahead = self._ahead, None
         if self._now is None or self._refused:
             return
-        pending = [
-            rp_uuid
-            for rp_uuid in dict.fromkeys(likely)
-            if rp_uuid is not None
-            and rp_uuid not in self._alternates
-            and (self._admits is None or self._admits(rp_uuid) is True)
-        ]
+        if ahead is not None:
+            thread, answers = ahead
+            thread.join()
+            self._alternates.update(answers)
+        pending = self._to_ask(likely)
         if len(pending) < 2:
             return
         answers = {}
+        self._ask_all(pending, answers)
+        self._alternates.update(answers)
+
+    def _to_ask(self, likely):
+        """The nodes of ``likely`` whose room now is still to be asked of
+        placement: the books admit them, and no answer is kept yet."""
+        if self._now is None or self._refused:
+            return []
+        asked = self._alternates or ()
+        return [
+            rp_uuid
+            for rp_uuid in dict.fromkeys(likely)
+            if rp_uuid is not None
+            and rp_uuid not in asked
+            and (self._admits is None or self._admits(rp_uuid) is True)
+        ]
+
+    def _ask_all(self, pending, answers):
+        """Placement's room on each node of ``pending``, side by side,
+        into ``answers``; a read that fails leaves its node out, to be
+        asked again when Nova comes to it."""
 
         def ask(rp_uuid):
             try:
@@ -211,8 +254,6 @@ class BuiltRequests:
                 LOG.debug("Placement's room on %s not read", rp_uuid)
 
         fanout.each(pending, ask, len(pending))
-        # NOTE: a read that failed leaves its node to be asked again.
-        self._alternates.update(answers)
 
     @property
     def refused(self):

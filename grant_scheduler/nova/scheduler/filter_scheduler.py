@@ -36,6 +36,7 @@ Only imported when Nova 17-22 is.
 """
 
 import dataclasses
+import inspect
 import threading
 import time
 
@@ -88,6 +89,24 @@ def _likely_alternates(
         if host.cell_uuid == chosen.cell_uuid and host not in selected_hosts:
             likely.append(host.uuid)
     return likely
+
+
+def _alternates_wanted(schedule, args, kwargs):
+    """How many alternates Nova's ``_schedule`` (``schedule``, called with
+    ``args`` and ``kwargs``) will choose for the host of a request for
+    one instance: ``[scheduler] max_attempts`` less one when it returns
+    alternates; 0 when it returns none, or for more instances (Nova sorts
+    the hosts again for each)."""
+    try:
+        called = inspect.signature(schedule).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return 0
+    uuids = called.arguments.get("instance_uuids")
+    if not called.arguments.get("return_alternates") or not uuids:
+        return 0
+    if len(uuids) != 1:
+        return 0
+    return max(0, nova_conf.CONF.scheduler.max_attempts - 1)
 
 
 class GrantingPlacementClient:
@@ -440,6 +459,9 @@ class GrantingFilterScheduler(filter_scheduler.FilterScheduler):
         # NOTE(nova): every release's _schedule takes instance_uuids, then
         # alloc_reqs_by_rp_uuid; _get_all_host_states is not given them.
         self._local.requests = args[1] if len(args) > 1 else None
+        self._local.alternates = _alternates_wanted(
+            super()._schedule, (context, spec_obj) + args, kwargs
+        )
         try:
             return super()._schedule(context, spec_obj, *args, **kwargs)
         except nova_exception.NoValidHost as exc:
@@ -452,6 +474,29 @@ class GrantingFilterScheduler(filter_scheduler.FilterScheduler):
             raise compat.no_valid_host(reason, rejected_by) from exc
         finally:
             self._local.requests = None
+            self._local.alternates = 0
+
+    def _get_sorted_hosts(self, spec_obj, host_states, index, *args, **kw):
+        """Nova's sorted hosts; for the only instance of a request whose
+        alternates are built requests, the nodes that will be its
+        alternates if the first host's claim holds are read from
+        placement while it is granted and claimed
+        (``BuiltRequests.reading_ahead``)."""
+        hosts = super()._get_sorted_hosts(
+            spec_obj, host_states, index, *args, **kw
+        )
+        requests = getattr(self._local, "requests", None)
+        wanted = getattr(self._local, "alternates", 0)
+        if (
+            wanted
+            and hosts
+            and index == 0
+            and isinstance(requests, candidates.BuiltRequests)
+        ):
+            requests.reading_ahead(
+                _likely_alternates(hosts[:1], spec_obj, hosts, 0, wanted)
+            )
+        return hosts
 
     def _get_alternate_hosts(self, *args, **kwargs):
         """Nova's alternates; with built requests, only nodes placement has

@@ -200,6 +200,86 @@ class TestBuiltRequests(unittest.TestCase):
         self.assertIn("rp-b", requests)
         self.assertEqual(["rp-a", "rp-b", "rp-b"], sorted(asked))
 
+    def test_the_alternates_are_read_ahead_while_the_claim_runs(self):
+        # The reads wait for the claim's end (``claimed``): read ahead,
+        # they have started before it and answer after it; read when
+        # the alternates are chosen, they would start only after it.
+        claimed = threading.Event()
+        started = threading.Semaphore(0)
+        asked = []
+        waited = []
+
+        def now(rp_uuid):
+            asked.append(rp_uuid)
+            started.release()
+            waited.append(claimed.wait(10))
+            return rp_uuid != "rp-held"
+
+        requests = candidates.BuiltRequests(
+            AMOUNTS,
+            self.fail,
+            admits=lambda rp_uuid: rp_uuid != "rp-full",
+            now=now,
+        )
+        requests.reading_ahead(["rp-full", "rp-a", "rp-held", None])
+        # The claim: the chosen node is offered without a read.
+        self.assertIn("rp-z", requests)
+        for _ in range(2):
+            self.assertTrue(started.acquire(timeout=10))
+        self.assertFalse(claimed.is_set())
+        claimed.set()
+        requests.choosing_alternates(["rp-full", "rp-a", "rp-held", None])
+        self.assertNotIn("rp-full", requests)
+        self.assertIn("rp-a", requests)
+        self.assertNotIn("rp-held", requests)
+        self.assertEqual({"rp-a", "rp-held"}, set(asked))
+        self.assertEqual([True, True], waited)
+
+    def test_alternates_not_read_ahead_are_asked_when_chosen(self):
+        # The claim fell over to the second host: the alternates Nova
+        # comes to are the third and fourth, one of them not read yet.
+        asked = []
+        requests = candidates.BuiltRequests(
+            AMOUNTS,
+            self.fail,
+            now=lambda rp_uuid: asked.append(rp_uuid) or True,
+        )
+        requests.reading_ahead(["rp-b", "rp-c"])
+        requests.choosing_alternates(["rp-c", "rp-d"])
+        self.assertIn("rp-c", requests)
+        self.assertIn("rp-d", requests)
+        self.assertEqual(["rp-b", "rp-c", "rp-d"], sorted(asked))
+
+    def test_a_read_ahead_that_fails_is_made_again_when_nova_comes(self):
+        asked = []
+
+        def now(rp_uuid):
+            asked.append(rp_uuid)
+            if len(asked) == 1:
+                raise OSError("placement did not answer")
+            return True
+
+        requests = candidates.BuiltRequests(AMOUNTS, self.fail, now=now)
+        requests.reading_ahead(["rp-a"])
+        requests.choosing_alternates(["rp-a"])
+        self.assertEqual(["rp-a"], asked)
+        self.assertIn("rp-a", requests)
+        self.assertEqual(["rp-a", "rp-a"], asked)
+
+    def test_reads_ahead_are_left_once_placement_decides(self):
+        # Placement refused a built request: its candidates name the
+        # alternates, and what was read ahead is not used.
+        requests = candidates.BuiltRequests(
+            AMOUNTS,
+            lambda: (self.fetched, {}),
+            now=lambda rp_uuid: rp_uuid == "rp-c",
+        )
+        requests.reading_ahead(["rp-c"])
+        requests.refuse("rp-a")
+        requests.choosing_alternates(["rp-c"])
+        self.assertIn("rp-b", requests)
+        self.assertNotIn("rp-c", requests)
+
     def test_alternates_from_placements_candidates_ask_nothing_more(self):
         requests = candidates.BuiltRequests(
             AMOUNTS, lambda: (self.fetched, {}), now=self.fail

@@ -8,6 +8,7 @@ drive Nova's API and check what Nova and placement record, beside what
 grant_scheduler's books say.
 """
 
+import threading
 import types
 import unittest
 from unittest import mock
@@ -247,6 +248,77 @@ class TestGivenUpGrants(base.GrantsTestBase):
         self.addCleanup(self.driver.stop)
         self.driver.run_periodic_tasks(nova_context.get_admin_context())
         self.assertEqual([], self.live_grants())
+
+
+class TestAlternatesReadAhead(base.GrantsTestBase):
+    """A boot's alternates are read from placement while its host is
+    granted and claimed, not after."""
+
+    def test_the_alternate_is_read_before_the_claim_ends(self):
+        # NOTE: the first boot registers the nodes in the books; a node the
+        # books do not know yet is offered as an alternate unread.
+        self.boot()
+        grants = self.driver.filter_scheduler.grants
+        client = self.driver.filter_scheduler.placement_client._client
+        usage, claim = grants._usage, client.claim_resources
+        read = threading.Event()
+        seen = []
+
+        def read_usage(context, node_uuid):
+            read.set()
+            return usage(context, node_uuid)
+
+        def claim_when_read(*args, **kwargs):
+            # NOTE: the claim waits for the alternate's read to start; one
+            # made only after the claim would never come.
+            seen.append(read.wait(5))
+            return claim(*args, **kwargs)
+
+        with mock.patch.object(grants, "_usage", read_usage):
+            with mock.patch.object(client, "claim_resources", claim_when_read):
+                server = self.boot()
+        self.assertEqual([True], seen)
+        self.assertEqual([], self.over_limit())
+        self.assertIn(server["OS-EXT-SRV-ATTR:host"], self.HOSTS)
+
+
+class TestAlternatesWanted(unittest.TestCase):
+    """How many alternates Nova's ``_schedule`` will choose, read from its
+    arguments (``_alternates_wanted``)."""
+
+    @staticmethod
+    def schedule(
+        context,
+        spec_obj,
+        instance_uuids,
+        alloc_reqs_by_rp_uuid,
+        provider_summaries,
+        allocation_request_version=None,
+        return_alternates=False,
+    ):
+        """Nova 22's ``FilterScheduler._schedule``, bound."""
+
+    def wanted(self, *args, **kwargs):
+        return filter_scheduler._alternates_wanted(self.schedule, args, kwargs)
+
+    def test_one_instance_with_alternates(self):
+        # max_attempts is 3 by default.
+        self.assertEqual(
+            2, self.wanted("ctx", "spec", ["u"], {}, {}, "1.36", True)
+        )
+        self.assertEqual(
+            2,
+            self.wanted("ctx", "spec", ["u"], {}, {}, return_alternates=True),
+        )
+
+    def test_none_without_alternates_or_for_more_instances(self):
+        self.assertEqual(0, self.wanted("ctx", "spec", ["u"], {}, {}))
+        self.assertEqual(
+            0, self.wanted("ctx", "spec", ["u", "v"], {}, {}, None, True)
+        )
+        self.assertEqual(0, self.wanted("ctx", "spec", None, None, None))
+        # A signature Nova never had: nothing read ahead.
+        self.assertEqual(0, self.wanted("ctx"))
 
 
 class TestCostPerBoot(base.GrantsTestBase):
