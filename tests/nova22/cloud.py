@@ -803,9 +803,11 @@ def request_spec(flavor, instance_uuid, **fields):
 class Phases:
     """CPU seconds of this process by phase: ``with phases("scheduler"):``
     marks the green thread running it as in that phase until the block
-    ends, with every green thread it spawns meanwhile (Nova's host
-    manager reads each cell's compute nodes on a green thread of its own,
-    ``scatter_gather_cells``); the process's CPU time is charged, at
+    ends, with every green thread it spawns meanwhile, by eventlet
+    (Nova's host manager reads each cell's compute nodes on a green
+    thread of its own, ``scatter_gather_cells``) or by ``threading``,
+    which eventlet patches (the driver reads a request's alternates from
+    placement on threads of their own); the process's CPU time is charged, at
     every switch between green threads, to the phase of the one switched
     out (``"other"`` where none is marked: eventlet's hub, the driver's
     own loops, the calls' bookkeeping).  Several callers interleave in
@@ -822,8 +824,11 @@ class Phases:
         self._last = None
         self._previous = None
         self._spawned = None
+        self._thread_start = None
 
     def start(self):
+        import threading
+
         import greenlet
         from eventlet import greenthread
 
@@ -838,16 +843,37 @@ class Phases:
 
         self._spawned = init
         greenthread.GreenThread.__init__ = spawned
+        # NOTE(eventlet): a patched threading.Thread runs on a bare
+        # greenlet (spawn_n), which GreenThread.__init__ never sees.
+        thread_start = threading.Thread.start
+
+        def start(thread):
+            parent = phase.get(greenlet.getcurrent())
+            if parent is not None:
+                run = thread.run
+
+                def marked():
+                    phase[greenlet.getcurrent()] = parent
+                    return run()
+
+                thread.run = marked
+            return thread_start(thread)
+
+        self._thread_start = thread_start
+        threading.Thread.start = start
         self._last = time.process_time()
         self._previous = greenlet.settrace(self._switched)
 
     def stop(self):
+        import threading
+
         import greenlet
         from eventlet import greenthread
 
         self._charge(greenlet.getcurrent())
         greenlet.settrace(self._previous)
         greenthread.GreenThread.__init__ = self._spawned
+        threading.Thread.start = self._thread_start
         self._last = None
 
     def current(self):

@@ -15,6 +15,8 @@ placement, which at this size is wide.
 import importlib.util
 import json
 import os
+import subprocess
+import sys
 import unittest
 
 import fixtures
@@ -91,3 +93,30 @@ class TestNovaPathBench(gs_base.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestPhases(unittest.TestCase):
+    """The CPU column charges a request's phase with the CPU of every
+    thread it starts (``cloud.Phases``): the driver reads a request's
+    alternates from placement on threads of ``threading``, which eventlet
+    patches, as well as on green threads."""
+
+    def test_threads_started_in_a_phase_are_charged_to_it(self):
+        root = os.path.dirname(
+            os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        )
+        out = subprocess.run(
+            [sys.executable, "-m", "tests.nova22.phases_check"],
+            cwd=root,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        ).stdout
+        report = json.loads(out.splitlines()[-1])
+        spin, cpu = report["spin"], report["cpu"]
+        # Three spins in the phase (a thread, a green thread, its own),
+        # one outside it.
+        self.assertGreaterEqual(cpu["marked"], 3 * spin)
+        self.assertLess(cpu["marked"], 3 * spin + spin / 2)
+        self.assertGreaterEqual(cpu.get("other", 0), spin)

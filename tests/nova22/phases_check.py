@@ -1,0 +1,42 @@
+"""Run by ``test_nova_path_bench.TestPhases`` in a process patched as
+Nova's services are: prints the CPU seconds ``cloud.Phases`` charged to
+each phase while a marked green thread spins, and while the threads it
+starts (``threading``, eventlet's green threads) spin."""
+
+import nova.monkey_patch  # noqa: F401,I001 - first, as in every Nova service
+
+import json  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+
+import eventlet  # noqa: E402
+
+from tests.nova22 import cloud  # noqa: E402
+
+SPIN = 0.2
+
+
+def spin():
+    ended = time.process_time() + SPIN
+    while time.process_time() < ended:
+        pass
+
+
+def main():
+    phases = cloud.Phases()
+    phases.start()
+    with phases("marked"):
+        thread = threading.Thread(target=spin)
+        thread.start()
+        thread.join()
+        eventlet.spawn(spin).wait()
+        spin()
+    unmarked = threading.Thread(target=spin)
+    unmarked.start()
+    unmarked.join()
+    phases.stop()
+    print(json.dumps({"spin": SPIN, "cpu": phases.cpu}))
+
+
+if __name__ == "__main__":
+    main()
