@@ -35,6 +35,7 @@ grants it (``GrantingPlacementClient.claim_resources``).
 Only imported when Nova 17-22 is.
 """
 
+import contextlib
 import dataclasses
 import inspect
 import threading
@@ -109,6 +110,36 @@ def _alternates_wanted(schedule, args, kwargs):
     return max(0, nova_conf.CONF.scheduler.max_attempts - 1)
 
 
+class _NodeLocks:
+    """A lock per node, held while this process claims on the node in
+    placement.
+
+    Placement refuses a claim whose provider another claim changed while
+    it ran (a generation conflict), and Nova's client then sleeps a
+    random time of up to two seconds before it tries again.  A process's
+    concurrent requests granted on one node (the node Nova's weighers
+    rank first for all of them) would meet there; one after the other,
+    each claim waits only for the claims before it."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._locks = {}  # node uuid -> [its lock, the claims using it]
+
+    @contextlib.contextmanager
+    def held(self, node_uuid):
+        with self._lock:
+            entry = self._locks.setdefault(node_uuid, [threading.Lock(), 0])
+            entry[1] += 1
+        try:
+            with entry[0]:
+                yield
+        finally:
+            with self._lock:
+                entry[1] -= 1
+                if not entry[1]:
+                    del self._locks[node_uuid]
+
+
 class GrantingPlacementClient:
     """Nova's placement client whose claims a grant decides first.
 
@@ -123,6 +154,7 @@ class GrantingPlacementClient:
         """
         self._client = client
         self._grants = grants
+        self._claiming = _NodeLocks()
 
     def __getattr__(self, name):
         return getattr(self._client, name)
@@ -192,13 +224,14 @@ class GrantingPlacementClient:
                 alloc_request.owner.refuse(node.node_uuid)
             return False
         try:
-            claimed = self._client.claim_resources(
-                context,
-                consumer_uuid,
-                alloc_request.plain() if built else alloc_request,
-                *args,
-                **kw,
-            )
+            with self._claiming.held(node.node_uuid):
+                claimed = self._client.claim_resources(
+                    context,
+                    consumer_uuid,
+                    alloc_request.plain() if built else alloc_request,
+                    *args,
+                    **kw,
+                )
         except BaseException:
             self._grants.withdraw(consumer_uuid)
             raise

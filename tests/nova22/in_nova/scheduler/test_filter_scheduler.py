@@ -9,6 +9,7 @@ grant_scheduler's books say.
 """
 
 import threading
+import time
 import types
 import unittest
 from unittest import mock
@@ -280,6 +281,66 @@ class TestAlternatesReadAhead(base.GrantsTestBase):
         self.assertEqual([True], seen)
         self.assertEqual([], self.over_limit())
         self.assertIn(server["OS-EXT-SRV-ATTR:host"], self.HOSTS)
+
+
+class TestClaimsOnANodeOneAtATime(unittest.TestCase):
+    """A process's claims on one node reach placement one after the
+    other: two at once on a provider make placement refuse one (its
+    generation moved), which Nova's client retries after a random sleep
+    of up to two seconds."""
+
+    def setUp(self):
+        self.running = {}
+        self.most = 0
+        self.conflicts = []
+        self.lock = threading.Lock()
+
+    def claim_in_placement(self, context, consumer_uuid, alloc_request, *a):
+        [provider] = alloc_request["allocations"]
+        with self.lock:
+            if self.running.get(provider):
+                self.conflicts.append(consumer_uuid)
+            self.running[provider] = self.running.get(provider, 0) + 1
+            self.most = max(self.most, sum(self.running.values()))
+        time.sleep(0.05)
+        with self.lock:
+            self.running[provider] -= 1
+        return True
+
+    def client(self):
+        grants = types.SimpleNamespace(
+            outage=types.SimpleNamespace(usable=lambda: True),
+            node_of=lambda request: types.SimpleNamespace(
+                node_uuid=next(iter(request["allocations"]))
+            ),
+            grant=lambda *args: True,
+            withdraw=self.fail,
+        )
+        inner = types.SimpleNamespace(claim_resources=self.claim_in_placement)
+        return filter_scheduler.GrantingPlacementClient(inner, grants)
+
+    def test_claims_on_one_node_do_not_meet_in_placement(self):
+        client = self.client()
+        claims = [("rp-a", "u%d" % n) for n in range(3)] + [("rp-b", "u3")]
+        threads = [
+            threading.Thread(
+                target=client.claim_resources,
+                args=(
+                    None,
+                    uuid,
+                    {"allocations": {rp: {"resources": {"VCPU": 1}}}},
+                ),
+            )
+            for rp, uuid in claims
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        self.assertEqual([], self.conflicts)
+        # Another node's claim ran beside them.
+        self.assertEqual(2, self.most)
+        self.assertEqual({}, client._claiming._locks)
 
 
 class TestAlternatesWanted(unittest.TestCase):
