@@ -148,6 +148,21 @@ class TestBuiltRequests(unittest.TestCase):
         self.assertIn("rp-a", requests)
         self.assertEqual(["rp-held", "rp-a"], asked)
 
+    def full_and_held(self, now):
+        """Requests where the books leave rp-full out and ``now`` says
+        whether placement has room."""
+        return candidates.BuiltRequests(
+            AMOUNTS,
+            self.fail,
+            admits=lambda rp_uuid: rp_uuid != "rp-full",
+            now=now,
+        )
+
+    def assert_only_a_has_room(self, requests):
+        self.assertNotIn("rp-full", requests)
+        self.assertIn("rp-a", requests)
+        self.assertNotIn("rp-held", requests)
+
     def test_the_likely_alternates_are_asked_side_by_side(self):
         # NOTE: the two reads meet at the barrier only if both run at once;
         # one after the other, the first waits out its timeout.
@@ -159,18 +174,11 @@ class TestBuiltRequests(unittest.TestCase):
             barrier.wait()
             return rp_uuid != "rp-held"
 
-        requests = candidates.BuiltRequests(
-            AMOUNTS,
-            self.fail,
-            admits=lambda rp_uuid: rp_uuid != "rp-full",
-            now=now,
-        )
+        requests = self.full_and_held(now)
         requests.choosing_alternates(["rp-full", "rp-a", "rp-held", None])
         self.assertEqual({"rp-a", "rp-held"}, set(asked))
         # Nova then asks as it comes to them: nothing is read again.
-        self.assertNotIn("rp-full", requests)
-        self.assertIn("rp-a", requests)
-        self.assertNotIn("rp-held", requests)
+        self.assert_only_a_has_room(requests)
         self.assertEqual(2, len(asked))
 
     def test_one_likely_alternate_is_asked_when_nova_comes_to_it(self):
@@ -215,12 +223,7 @@ class TestBuiltRequests(unittest.TestCase):
             waited.append(claimed.wait(10))
             return rp_uuid != "rp-held"
 
-        requests = candidates.BuiltRequests(
-            AMOUNTS,
-            self.fail,
-            admits=lambda rp_uuid: rp_uuid != "rp-full",
-            now=now,
-        )
+        requests = self.full_and_held(now)
         requests.reading_ahead(["rp-full", "rp-a", "rp-held", None])
         # The claim: the chosen node is offered without a read.
         self.assertIn("rp-z", requests)
@@ -229,9 +232,7 @@ class TestBuiltRequests(unittest.TestCase):
         self.assertFalse(claimed.is_set())
         claimed.set()
         requests.choosing_alternates(["rp-full", "rp-a", "rp-held", None])
-        self.assertNotIn("rp-full", requests)
-        self.assertIn("rp-a", requests)
-        self.assertNotIn("rp-held", requests)
+        self.assert_only_a_has_room(requests)
         self.assertEqual({"rp-a", "rp-held"}, set(asked))
         self.assertEqual([True, True], waited)
 
