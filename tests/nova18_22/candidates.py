@@ -234,6 +234,43 @@ class BuiltRequestsTests:
             ([], [("inventories", other)]),
         )
 
+    def test_the_alternate_is_read_before_the_claim_ends(self):
+        """The alternate's read starts while the chosen host is claimed
+        (``BuiltRequests.reading_ahead``): the claim waits for it, and a
+        read made only after the claim would never come."""
+        import threading
+
+        from grant_scheduler.nova.books import inventory
+
+        # NOTE: the first boot registers the nodes in the books; a node
+        # the books do not know yet is offered as an alternate unread.
+        self.boot()
+        read = threading.Event()
+        seen = []
+        real_read = inventory.PlacementInventory._read
+        real_claim = report.SchedulerReportClient.claim_resources
+
+        def reading(placement, context, node_uuid, what):
+            read.set()
+            return real_read(placement, context, node_uuid, what)
+
+        def claim_when_read(client, *args, **kwargs):
+            seen.append(read.wait(5))
+            return real_claim(client, *args, **kwargs)
+
+        with (
+            mock.patch.object(inventory.PlacementInventory, "_read", reading),
+            mock.patch.object(
+                report.SchedulerReportClient,
+                "claim_resources",
+                claim_when_read,
+            ),
+        ):
+            server = self.boot()
+        self.assertEqual([True], seen)
+        self.assertIn(self.host_of(server), self.HOSTS)
+        self.assertEqual([], self.over_limit())
+
     def test_turned_off_every_boot_queries_candidates(self):
         self.flags(build_allocation_requests=False, group="grant_scheduler")
         with self.candidate_queries() as queries:

@@ -251,38 +251,6 @@ class TestGivenUpGrants(base.GrantsTestBase):
         self.assertEqual([], self.live_grants())
 
 
-class TestAlternatesReadAhead(base.GrantsTestBase):
-    """A boot's alternates are read from placement while its host is
-    granted and claimed, not after."""
-
-    def test_the_alternate_is_read_before_the_claim_ends(self):
-        # NOTE: the first boot registers the nodes in the books; a node the
-        # books do not know yet is offered as an alternate unread.
-        self.boot()
-        grants = self.driver.filter_scheduler.grants
-        client = self.driver.filter_scheduler.placement_client._client
-        usage, claim = grants._usage, client.claim_resources
-        read = threading.Event()
-        seen = []
-
-        def read_usage(context, node_uuid):
-            read.set()
-            return usage(context, node_uuid)
-
-        def claim_when_read(*args, **kwargs):
-            # NOTE: the claim waits for the alternate's read to start; one
-            # made only after the claim would never come.
-            seen.append(read.wait(5))
-            return claim(*args, **kwargs)
-
-        with mock.patch.object(grants, "_usage", read_usage):
-            with mock.patch.object(client, "claim_resources", claim_when_read):
-                server = self.boot()
-        self.assertEqual([True], seen)
-        self.assertEqual([], self.over_limit())
-        self.assertIn(server["OS-EXT-SRV-ATTR:host"], self.HOSTS)
-
-
 class TestClaimsOnANodeOneAtATime(unittest.TestCase):
     """A process's claims on one node reach placement one after the
     other: two at once on a provider make placement refuse one (its
