@@ -188,6 +188,8 @@ class BuiltRequests:
         follow them.  ``choosing_alternates`` takes their answers; a node
         the claim falls over to is asked for nothing more (Nova never
         makes a chosen host an alternate)."""
+        if self._now is None or self._refused:
+            return
         if self._ahead is not None or self._alternates is not None:
             return
         pending = self._to_ask(likely)
@@ -231,8 +233,6 @@ class BuiltRequests:
     def _to_ask(self, likely):
         """The nodes of ``likely`` whose room now is still to be asked of
         placement: the books admit them, and no answer is kept yet."""
-        if self._now is None or self._refused:
-            return []
         asked = self._alternates or ()
         return [
             rp_uuid
