@@ -16,6 +16,9 @@ from unittest import mock
 
 from nova.scheduler.client import report
 
+from grant_scheduler.nova import compat
+
+RELEASE = compat.release()
 TRAIT = "CUSTOM_GS_FAST"
 
 
@@ -248,28 +251,124 @@ class BuiltRequestsTests:
         read = threading.Event()
         seen = []
         real_read = inventory.PlacementInventory._read
-        real_claim = report.SchedulerReportClient.claim_resources
+        client = self.driver.filter_scheduler.placement_client._client
+        real_put = client.put
 
         def reading(placement, context, node_uuid, what):
             read.set()
             return real_read(placement, context, node_uuid, what)
 
-        def claim_when_read(client, *args, **kwargs):
-            seen.append(read.wait(5))
-            return real_claim(client, *args, **kwargs)
+        def claim_when_read(url, *args, **kwargs):
+            if url.startswith("/allocations/"):
+                seen.append(read.wait(5))
+            return real_put(url, *args, **kwargs)
 
         with (
             mock.patch.object(inventory.PlacementInventory, "_read", reading),
-            mock.patch.object(
-                report.SchedulerReportClient,
-                "claim_resources",
-                claim_when_read,
-            ),
+            mock.patch.object(client, "put", claim_when_read),
         ):
             server = self.boot()
         self.assertEqual([True], seen)
         self.assertIn(self.host_of(server), self.HOSTS)
         self.assertEqual([], self.over_limit())
+
+    @contextlib.contextmanager
+    def allocation_requests(self):
+        """``(method, consumer, status)`` of each request the scheduler's
+        placement client makes of ``/allocations/{consumer}`` in the
+        block."""
+        client = self.driver.filter_scheduler.placement_client._client
+        calls = []
+
+        def recording(method, real):
+            def call(url, *args, **kwargs):
+                answer = real(url, *args, **kwargs)
+                if url.startswith("/allocations/"):
+                    consumer = url.split("/")[2]
+                    calls.append((method, consumer, answer.status_code))
+                return answer
+
+            return call
+
+        with (
+            mock.patch.object(client, "get", recording("GET", client.get)),
+            mock.patch.object(client, "put", recording("PUT", client.put)),
+        ):
+            yield calls
+
+    def test_a_new_servers_claim_is_one_request(self):
+        """Where Nova's claim knows consumer generations (19-22), a new
+        server's claim is one ``PUT`` placement takes only for a new
+        consumer; on 18, Nova's claim reads the consumer first."""
+        with self.allocation_requests() as calls:
+            server = self.boot()
+        if RELEASE is not None and RELEASE < 19:
+            expected = [("GET", server["id"], 200), ("PUT", server["id"], 204)]
+        else:
+            expected = [("PUT", server["id"], 204)]
+        self.assertEqual(expected, calls)
+        self.assertEqual(
+            {self.host_of(server): self.flavor_amounts()},
+            self.allocations_by_host(server["id"]),
+        )
+
+    def test_a_consumer_holding_allocations_is_claimed_as_nova_claims(self):
+        """A consumer that holds allocations (an instance being evacuated
+        by the scheduler's choice) is not new: placement refuses the one
+        request, and Nova's claim holds both hosts' allocations, the
+        source's and the destination's, as it does for the stock
+        scheduler."""
+        from nova import context as nova_context
+
+        self.boot()  # registers the nodes in the books
+        source, destination = self.HOSTS
+        consumer = str(uuid.uuid4())
+        vcpus, memory, disk = self.flavor_amounts()
+        resources = {"VCPU": vcpus, "MEMORY_MB": memory, "DISK_GB": disk}
+        self.placement_client.put(
+            "/allocations/%s" % consumer,
+            {
+                "allocations": {
+                    self.placement_provider(source): {"resources": resources}
+                },
+                "project_id": "project",
+                "user_id": "user",
+                "consumer_generation": None,
+            },
+            version="1.28",
+        )
+        version = "1.25" if RELEASE is not None and RELEASE < 19 else "1.28"
+        request = {
+            "allocations": {
+                self.placement_provider(destination): {"resources": resources}
+            }
+        }
+        client = self.driver.filter_scheduler.placement_client
+        with self.allocation_requests() as calls:
+            claimed = client.claim_resources(
+                nova_context.get_admin_context(),
+                consumer,
+                request,
+                "project",
+                "user",
+                allocation_request_version=version,
+            )
+        self.assertTrue(claimed)
+        self.assertEqual(
+            {
+                source: self.flavor_amounts(),
+                destination: self.flavor_amounts(),
+            },
+            self.allocations_by_host(consumer),
+        )
+        nova_path = [("GET", consumer, 200), ("PUT", consumer, 204)]
+        if RELEASE is None or RELEASE >= 19:
+            nova_path.insert(0, ("PUT", consumer, 409))
+        self.assertEqual(nova_path, calls)
+        granted = [
+            g for g in self.live_grants() if g.instance_uuid == consumer
+        ]
+        self.assertEqual([destination], [g.host for g in granted])
 
     def test_turned_off_every_boot_queries_candidates(self):
         self.flags(build_allocation_requests=False, group="grant_scheduler")

@@ -47,6 +47,7 @@ from nova import rpc
 from nova import servicegroup
 from nova.scheduler import filter_scheduler
 from oslo_log import log as logging
+from oslo_utils import versionutils
 
 from grant_scheduler import api
 from grant_scheduler.nova import compat
@@ -140,11 +141,27 @@ class _NodeLocks:
                     del self._locks[node_uuid]
 
 
+# NOTE(placement): from this microversion on, a claim that names
+# ``consumer_generation`` null is taken only if the consumer is new.
+NEW_CONSUMER_VERSION = (1, 28)
+
+
 class GrantingPlacementClient:
     """Nova's placement client whose claims a grant decides first.
 
     Everything but ``claim_resources`` and
     ``delete_allocation_for_instance`` is the wrapped client's.
+
+    A claim for a consumer Nova expects to be new (19-22: Nova's
+    ``claim_resources`` given no consumer generation, the allocation
+    request naming none) is first one ``PUT /allocations/{consumer}``
+    that says so (``consumer_generation`` null), which placement takes
+    only if the consumer holds nothing; Nova's client first reads the
+    consumer's allocations (one ``GET``) to find a move's.  Anything but
+    placement taking it (the consumer holds allocations: a non-forced
+    evacuation; no room; a conflict; no answer) leaves the claim to
+    Nova's ``claim_resources``, which reads, merges, retries and answers
+    as for the stock scheduler.
     """
 
     def __init__(self, client, grants):
@@ -155,9 +172,73 @@ class GrantingPlacementClient:
         self._client = client
         self._grants = grants
         self._claiming = _NodeLocks()
+        self._signature = None
 
     def __getattr__(self, name):
         return getattr(self._client, name)
+
+    def _placement_claim(self, context, consumer_uuid, request, *args, **kw):
+        """Nova's claim of ``request`` (a plain allocation request) in
+        placement, a new consumer's in one request where it can be."""
+        if self._claimed_as_new(context, consumer_uuid, request, args, kw):
+            return True
+        return self._client.claim_resources(
+            context, consumer_uuid, request, *args, **kw
+        )
+
+    def _claimed_as_new(self, context, consumer_uuid, request, args, kw):
+        """True when placement took ``request`` for ``consumer_uuid`` as
+        a new consumer's; False when this was not tried or not taken
+        (nothing was allocated then)."""
+        if self._signature is None:
+            self._signature = inspect.signature(self._client.claim_resources)
+        parameters = self._signature.parameters
+        if "consumer_generation" not in parameters:
+            return False  # Nova 17-18: no consumer generations
+        try:
+            called = self._signature.bind(
+                context, consumer_uuid, request, *args, **kw
+            ).arguments
+        except TypeError:
+            return False
+        version = called.get("allocation_request_version")
+        if (
+            called.get("consumer_generation") is not None
+            or "consumer_generation" in request
+            or not version
+            or versionutils.convert_version_to_tuple(version)
+            < NEW_CONSUMER_VERSION
+        ):
+            return False
+        payload = dict(
+            request,
+            project_id=called["project_id"],
+            user_id=called["user_id"],
+            consumer_generation=None,
+        )
+        try:
+            answer = self._client.put(
+                "/allocations/%s" % consumer_uuid,
+                payload,
+                version=version,
+                global_request_id=context.global_id,
+            )
+        except Exception:  # noqa: BLE001 - Nova's claim meets it as Nova does
+            LOG.debug(
+                "Claiming %s as a new consumer failed; Nova's claim follows",
+                consumer_uuid,
+                exc_info=True,
+            )
+            return False
+        if answer is not None and answer.status_code == 204:
+            return True
+        LOG.debug(
+            "Placement did not take %s as a new consumer (%s); Nova's "
+            "claim follows",
+            consumer_uuid,
+            getattr(answer, "status_code", None),
+        )
+        return False
 
     def claim_resources(
         self, context, consumer_uuid, alloc_request, *args, **kw
@@ -179,7 +260,7 @@ class GrantingPlacementClient:
                 outage.failed(exc, "granting %s" % consumer_uuid)
         if outage.refuses:
             return False
-        claimed = self._client.claim_resources(
+        claimed = self._placement_claim(
             context,
             consumer_uuid,
             alloc_request.plain() if built else alloc_request,
@@ -209,7 +290,7 @@ class GrantingPlacementClient:
                 "Nothing to grant for %s; placement's claim decides",
                 consumer_uuid,
             )
-            return self._client.claim_resources(
+            return self._placement_claim(
                 context,
                 consumer_uuid,
                 alloc_request.plain() if built else alloc_request,
@@ -225,7 +306,7 @@ class GrantingPlacementClient:
             return False
         try:
             with self._claiming.held(node.node_uuid):
-                claimed = self._client.claim_resources(
+                claimed = self._placement_claim(
                     context,
                     consumer_uuid,
                     alloc_request.plain() if built else alloc_request,

@@ -66,8 +66,8 @@ class TestPlacementRecords(base.GrantsTestBase):
         self.assertEqual([], self.over_limit())
 
     def test_a_claim_placement_refuses_gives_back_its_grant(self):
-        client = self.driver.filter_scheduler.placement_client._client
-        claim = client.claim_resources
+        client = self.driver.filter_scheduler.placement_client
+        claim = client._placement_claim
         refused = []
 
         def refuse_first(context, consumer_uuid, *args, **kwargs):
@@ -76,7 +76,7 @@ class TestPlacementRecords(base.GrantsTestBase):
                 return False
             return claim(context, consumer_uuid, *args, **kwargs)
 
-        with mock.patch.object(client, "claim_resources", refuse_first):
+        with mock.patch.object(client, "_placement_claim", refuse_first):
             server = self.boot()
         self.assertEqual([server["id"]], refused)
         # One grant was written and withdrawn, one consumed.
