@@ -18,18 +18,22 @@ system, ``--processes`` scheduler processes (Nova's SchedulerManager,
 process and alike for both systems, Nova's records of it: the API's
 request spec, build request and instance mapping, then the scheduler's
 answer, the conductor's instance in cell1, and the compute's claim (the
-instance's host and node, the compute node's usage, for grant_scheduler
-the claim that consumes the grant) and its instance information to the
-scheduler.  Between two runs placement's allocations, Nova's instances
-and compute node usage, and grant_scheduler's books are emptied.  One
-row per run:
+instance's host and node, the compute node's usage) and its instance
+information to the scheduler, from which grant_scheduler's host manager
+claims the instance, consuming its grant, as on Nova 22 with nothing of
+grant_scheduler on the computes (``--compute-claim virt-driver``: the
+compute claims it first, as the opt-in claiming virt driver does; a
+grant_scheduler row's ``unclaimed`` lists the placed boots its books did
+not claim and the grants left live, and fails the run).  Between two
+runs placement's allocations, Nova's instances and compute node usage,
+and grant_scheduler's books are emptied.  One row per run:
 
 * ``boots/s``: placed boots over the wall-clock time from the start signal
   to the last boot's records;
 * ``p50``, ``p99``: milliseconds of ``select_destinations``;
 * ``rec ms``: median milliseconds a placed boot spent writing Nova's
-  records (API, conductor and compute, the books' claim and the instance
-  information included; wall clock: other callers of the process run
+  records (API, conductor and compute, the instance information and
+  the books' claim included; wall clock: other callers of the process run
   meanwhile; the JSON rows have the median of each step);
 * ``cpu ms``: the schedulers' CPU per placed boot: the CPU time spent in
   ``select_destinations`` (and the green threads it spawned), summed over
@@ -149,10 +153,19 @@ PARTS = (
         "grant_scheduler/nova/scheduler/filter_scheduler.py",
         "grant",
     ),
-    ("compute step (claim)", "grant_scheduler/nova/books/claims.py", "claim"),
+    (
+        "grant_scheduler: claim",
+        "grant_scheduler/nova/books/claims.py",
+        "claim",
+    ),
     ("records: API", "tests/nova22/cloud.py", "api"),
     ("records: conductor", "tests/nova22/cloud.py", "conductor"),
     ("records: compute", "tests/nova22/cloud.py", "compute"),
+    (
+        "records: instance info",
+        "nova/scheduler/manager.py",
+        "update_instance_info",
+    ),
 )
 
 
@@ -239,7 +252,19 @@ def measure(
         for phase, seconds in process.items():
             cpu[phase] = cpu.get(phase, 0.0) + seconds
     over = sorted(placement_api.overcommitted_in(the_cloud.placement_usage()))
+    unclaimed = []
     if system == "grants":
+        # Every placed boot counted in the books by its claim, its grant
+        # consumed: what the compute step's claim is for.
+        claimed = {c.instance_uuid for c in gs.claims()}
+        unclaimed = sorted(
+            c["instance"] for c in placed if c["instance"] not in claimed
+        )
+        unclaimed += sorted(
+            g.instance_uuid
+            for g in gs.grants()
+            if g.state == decision.GRANT_WON
+        )
         over = sorted(
             set(over)
             | {
@@ -292,6 +317,8 @@ def measure(
         "nvh": len(refused),
         "nvh_with_room": sum(1 for c in refused if c["room"]),
         "over_capacity": over,
+        "unclaimed": unclaimed,
+        "compute_claim": the_cloud.spec["compute_claim"],
     }
 
 
@@ -369,6 +396,17 @@ def main(argv):
     )
     parser.add_argument("--placement-workers", type=int, default=2)
     parser.add_argument(
+        "--compute-claim",
+        choices=cloud.COMPUTE_CLAIMS,
+        default=cloud.HOST_MANAGER,
+        help="where grant_scheduler's claim of a boot is made: host-manager "
+        "(Nova 22's default, nothing of grant_scheduler on the computes: "
+        "the scheduler's host manager claims the instance from the "
+        "instance information the compute sends) or virt-driver (the "
+        "opt-in claiming virt driver: the compute claims before the "
+        "spawn, then the host manager's claim is a repeat)",
+    )
+    parser.add_argument(
         "--no-heartbeats",
         dest="heartbeats",
         action="store_false",
@@ -419,6 +457,7 @@ def main(argv):
                 gs_db.url,
                 placement_db.url,
                 heartbeats=args.heartbeats,
+                compute_claim=args.compute_claim,
             )
             the_cloud.start(placement_workers=args.placement_workers)
             built = time.monotonic() - started
@@ -482,7 +521,13 @@ def main(argv):
                 f,
                 indent=1,
             )
-    return 1 if any(r["errors"] or r["over_capacity"] for r in rows) else 0
+    return (
+        1
+        if any(
+            r["errors"] or r["over_capacity"] or r["unclaimed"] for r in rows
+        )
+        else 0
+    )
 
 
 if __name__ == "__main__":

@@ -25,8 +25,10 @@ alike (``Boot``): the API's request spec, build request and instance
 mapping; ``select_destinations`` as Nova's RPC server calls it for the
 conductor; the conductor's instance in cell1, mapping and build request;
 the compute's claim (the instance's host and node, the compute node's
-usage, for grant_scheduler the claim that consumes the grant) and the
-instance information the compute sends the schedulers.  They start
+usage) and the instance information the compute sends the schedulers,
+from which grant_scheduler's host manager claims the instance, consuming
+its grant, as on Nova 22 by default (``compute_claim``: with the opt-in
+claiming virt driver the compute claims it first).  They start
 together and write what each call did, with the CPU time each phase of a
 boot took (``Phases``).
 """
@@ -77,6 +79,15 @@ connection = {placement_url}
 """
 
 SYSTEMS = {"stock": "filter_scheduler", "grants": "grant_scheduler"}
+
+# Where grant_scheduler's claim of a boot is made.  HOST_MANAGER: as on
+# Nova 22 with nothing of grant_scheduler on the computes (the default),
+# by the scheduler's host manager when the compute's instance information
+# arrives.  VIRT_DRIVER: as with the opt-in claiming virt driver, by the
+# compute before the spawn, and then repeated by the host manager.
+HOST_MANAGER = "host-manager"
+VIRT_DRIVER = "virt-driver"
+COMPUTE_CLAIMS = (HOST_MANAGER, VIRT_DRIVER)
 
 # Nova's databases, each a throw-away MariaDB database of its own.
 NOVA_DATABASES = ("api", "cell0", "cell1")
@@ -233,10 +244,13 @@ class Cloud:
         gs_url,
         placement_url,
         heartbeats=True,
+        compute_claim=HOST_MANAGER,
     ):
         """
         :param heartbeats: whether the services' rows heartbeat
             (``Heartbeats``) while the cloud runs.
+        :param compute_claim: where grant_scheduler's claim of a boot is
+            made (``COMPUTE_CLAIMS``).
         :param node: ``{"vcpus", "memory_mb", "local_gb", "reserved_mb"}``
             of every node; with ``"resource_class"``, a node as Nova 22's
             Ironic driver reports one: one unit of that class in
@@ -253,6 +267,7 @@ class Cloud:
             "gs_url": gs_url,
             "placement_url": placement_url,
             "port": _free_port(),
+            "compute_claim": compute_claim,
         }
         self.spec_file = os.path.join(directory, "cloud.json")
         self._placement = None
@@ -391,7 +406,8 @@ class Cloud:
         [...]}``: one call per request (``ms`` of select_destinations,
         ``rec_ms`` writing Nova's records, ``rec_steps_ms`` the same by
         step (``api``, ``conductor``, ``compute``, for grant_scheduler
-        ``claim``, ``instance info``), and ``host`` and ``node``, or
+        with ``VIRT_DRIVER`` ``claim``, ``instance info``), ``instance``
+        (its uuid), and ``host`` and ``node``, or
         ``nvh`` with ``room``: the providers that had room when NoValidHost
         was answered), and per process its statements and HTTP requests
         (``_Counts``) and its CPU seconds by phase (``Phases``);
@@ -1199,11 +1215,13 @@ def schedule(spec, system, run, index, count, callers, profile=False):
     Each boot runs as Nova's services run it, in this process: the API's
     records (``Boot.api``), ``select_destinations`` as Nova's RPC server
     calls it for the conductor, the conductor's records, the compute's
-    claim (``Boot.compute``), for grant_scheduler the claim that consumes
-    the grant in its books, and then the compute's instance information
-    (``update_instance_info``) on this process's scheduler manager.  Nova
-    casts that to every scheduler; the process that placed the instance
-    is the one whose next answers depend on it here, so it alone is told.
+    claim (``Boot.compute``; for grant_scheduler with ``VIRT_DRIVER``,
+    the claim that consumes the grant in its books), and then the
+    compute's instance information (``update_instance_info``) on this
+    process's scheduler manager, from which grant_scheduler's host
+    manager claims the instance.  Nova casts that to every scheduler; the
+    process that placed the instance is the one whose next answers depend
+    on it here, so it alone is told.
     """
     import eventlet
     import oslo_messaging as messaging
@@ -1313,7 +1331,7 @@ def schedule(spec, system, run, index, count, callers, profile=False):
                 instance, cell = boot.conductor(build_request, chosen)
             with _timed(steps, "compute"):
                 boot.compute(instance, cell, chosen)
-            if system == "grants":
+            if system == "grants" and spec["compute_claim"] == VIRT_DRIVER:
                 with phases("records: claim"), _timed(steps, "claim"):
                     nova_claims.claim(
                         manager.driver.grant_scheduler,
@@ -1333,6 +1351,7 @@ def schedule(spec, system, run, index, count, callers, profile=False):
                 )
         calls.append(
             {
+                "instance": instance_uuid,
                 "ms": ms,
                 "rec_ms": sum(steps.values()),
                 "rec_steps_ms": steps,
