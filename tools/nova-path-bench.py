@@ -32,9 +32,12 @@ and grant_scheduler's books are emptied.  One row per run:
   to the last boot's records;
 * ``p50``, ``p99``: milliseconds of ``select_destinations``;
 * ``rec ms``: median milliseconds a placed boot spent writing Nova's
-  records (API, conductor and compute, the instance information and
-  the books' claim included; wall clock: other callers of the process run
-  meanwhile; the JSON rows have the median of each step);
+  records (API, conductor and compute, and with ``--compute-claim
+  virt-driver`` the books' claim; the instance information is cast, as
+  the compute casts it, on a green thread of the process's own, and the
+  run's wall clock ends when every cast is done; wall clock: other
+  callers of the process run meanwhile; the JSON rows have the median of
+  each step);
 * ``cpu ms``: the schedulers' CPU per placed boot: the CPU time spent in
   ``select_destinations`` (and the green threads it spawned), summed over
   the scheduler processes (``cloud.Phases``);
