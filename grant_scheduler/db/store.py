@@ -36,9 +36,11 @@ class Store(storage.Store):
 
     def __init__(self, db):
         self.db = db
-        # NOTE: node ids by (host, node), learnt from claims: a compute
-        # host's next claim then needs no lookup.  Ids are never reused, so
-        # a stale one only misses (the general path then runs).
+        # NOTE: node ids by (host, node), learnt from the rows read and
+        # from claims: a node's claim then needs no lookup (a scheduler
+        # process claims from the computes' instance information on the
+        # nodes of its view).  Ids are never reused, so a stale one only
+        # misses (the general path then runs).
         self._node_ids = {}
 
     def report_host(self, host, node, capacity, used=None, node_uuid=None):
@@ -51,7 +53,11 @@ class Store(storage.Store):
         return hosts.delete(self.db, host, node)
 
     def read_hosts(self, since=None, known=None):
-        return hosts.read(self.db, since, known)
+        found = hosts.read(self.db, since, known)
+        ids = self._node_ids
+        for state, _stamp in found:
+            ids[(state.host, state.node)] = state.host_id
+        return found
 
     def host_state(self, host_id):
         return hosts.state(self.db, host_id)

@@ -107,6 +107,33 @@ class RoundTrips(base.DatabaseTestCase):
             self.assertEqual((grant, 1), got_grant)
             self.assertEqual((claim, 1), got_claim)
 
+    def test_a_schedulers_first_claim_on_a_node_of_its_view(self):
+        """The claim a scheduler process makes from a compute's instance
+        information (Nova's host manager, on Nova 22 by default) on a node
+        it has claimed nothing on: the common claim, the node's id known
+        from the process's view of the books."""
+        self.place()  # the schema checked
+        instance_uuid = str(uuid.uuid4())
+        [selection] = self.sched.schedule(
+            ONE.vcpus,
+            ONE.memory_mb,
+            ONE.disk_gb,
+            instance_uuids=[instance_uuid],
+        )
+        before = dict(self.sched_counts)
+        outcome = self.sched.claim_instance(
+            instance_uuid, selection.host, selection.node, self.fail
+        )
+        claim = EXPECTED[self.db.dialect_name][2] + PINGS
+        self.assertEqual(
+            ("grant", claim, 1),
+            (
+                outcome.how,
+                self.sched_counts["statements"] - before["statements"],
+                self.sched_counts["commits"] - before["commits"],
+            ),
+        )
+
     def test_a_claim_without_a_grant_asks_its_amount_once(self):
         # The schema checked, and the node's id known to the compute side.
         host = self.place()[0]

@@ -8,9 +8,11 @@ from under a chosen host, placement's records and the concurrent API
 clients.  ``placement_client`` names the release's placement API client.
 """
 
+import contextlib
 import sys
 import types
 import uuid
+from unittest import mock
 
 import eventlet
 from nova import context as nova_context
@@ -90,6 +92,30 @@ class GrantsHelpers:
     def usage(self):
         """``{host: used Resources}`` in grant_scheduler's books."""
         return {r.state.host: r.state.used for r in self.gs.hosts()}
+
+    @contextlib.contextmanager
+    def allocation_requests(self):
+        """``(method, consumer, status)`` of each request the scheduler's
+        placement client makes of ``/allocations/{consumer}`` in the
+        block."""
+        client = self.driver.filter_scheduler.placement_client._client
+        calls = []
+
+        def recording(method, real):
+            def call(url, *args, **kwargs):
+                answer = real(url, *args, **kwargs)
+                if url.startswith("/allocations/"):
+                    consumer = url.split("/")[2]
+                    calls.append((method, consumer, answer.status_code))
+                return answer
+
+            return call
+
+        with (
+            mock.patch.object(client, "get", recording("GET", client.get)),
+            mock.patch.object(client, "put", recording("PUT", client.put)),
+        ):
+            yield calls
 
     def live_grants(self):
         return [g for g in self.gs.grants() if g.state == "won"]

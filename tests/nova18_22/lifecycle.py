@@ -448,9 +448,16 @@ class Evacuate(Books):
         [service] = self.api.get_services(binary="nova-compute", host=source)
         self.computes[source].stop()
         self.api.put_service_force_down(service["id"], True)
-        self.api.post_server_action(server["id"], {"evacuate": {}})
-        self._wait_for_migration_status(server, ["done"])
-        server = self.wait_for(server, "ACTIVE", host=target)
+        with self.allocation_requests() as calls:
+            self.api.post_server_action(server["id"], {"evacuate": {}})
+            self._wait_for_migration_status(server, ["done"])
+            server = self.wait_for(server, "ACTIVE", host=target)
+        # The scheduler's claim is Nova's own, as for the stock scheduler:
+        # the consumer's allocation on the source read, then both hosts'
+        # written (an evacuation ignores its source host).
+        self.assertEqual(
+            [("GET", server["id"], 200), ("PUT", server["id"], 204)], calls
+        )
         # The source is down: its periodic tasks do not run.
         self.step(hosts=[target])
         self.assertEqual({server["id"]: SMALL}, self.books_by_consumer(target))

@@ -152,27 +152,33 @@ class GrantingPlacementClient:
     Everything but ``claim_resources`` and
     ``delete_allocation_for_instance`` is the wrapped client's.
 
-    A claim for a consumer Nova expects to be new (19-22: Nova's
-    ``claim_resources`` given no consumer generation, the allocation
-    request naming none) is first one ``PUT /allocations/{consumer}``
-    that says so (``consumer_generation`` null), which placement takes
-    only if the consumer holds nothing; Nova's client first reads the
-    consumer's allocations (one ``GET``) to find a move's.  Anything but
-    placement taking it (the consumer holds allocations: a non-forced
-    evacuation; no room; a conflict; no answer) leaves the claim to
-    Nova's ``claim_resources``, which reads, merges, retries and answers
-    as for the stock scheduler.
+    A claim for a new server (19-22: Nova's ``claim_resources`` given no
+    consumer generation, the allocation request naming none, in a request
+    that ignores no host, ``new_consumer``) is first one ``PUT
+    /allocations/{consumer}`` that says so (``consumer_generation``
+    null), which placement takes only if the consumer holds nothing;
+    Nova's client first reads the consumer's allocations (one ``GET``)
+    to find a move's.  Anything but placement taking it (no room, a
+    conflict, a consumer that holds allocations after all, no answer)
+    leaves the claim to Nova's ``claim_resources``, which reads, merges,
+    retries and answers as for the stock scheduler.  A move's claim is
+    Nova's alone: an evacuation's consumer holds the source's allocation
+    while it is scheduled, and Nova's requests for it are exactly the
+    stock scheduler's.
     """
 
-    def __init__(self, client, grants):
+    def __init__(self, client, grants, new_consumer=None):
         """
         :param client: Nova's ``SchedulerReportClient``.
         :param grants: the driver's ``NodeGrants``.
+        :param new_consumer: ``f()``, True while the running request's
+            consumers are new servers (none by default).
         """
         self._client = client
         self._grants = grants
         self._claiming = _NodeLocks()
         self._signature = None
+        self._new_consumer = new_consumer or (lambda: False)
 
     def __getattr__(self, name):
         return getattr(self._client, name)
@@ -190,6 +196,8 @@ class GrantingPlacementClient:
         """True when placement took ``request`` for ``consumer_uuid`` as
         a new consumer's; False when this was not tried or not taken
         (nothing was allocated then)."""
+        if not self._new_consumer():
+            return False
         if self._signature is None:
             self._signature = inspect.signature(self._client.claim_resources)
         parameters = self._signature.parameters
@@ -557,12 +565,14 @@ class GrantingFilterScheduler(filter_scheduler.FilterScheduler):
         self.host_manager = host_manager
         self.servicegroup_api = servicegroup.API()
         self.notifier = rpc.get_notifier("scheduler")
+        self._local = threading.local()
         self.placement_client = GrantingPlacementClient(
-            compat.scheduler_report_client(), grants
+            compat.scheduler_report_client(),
+            grants,
+            new_consumer=lambda: getattr(self._local, "new_consumer", False),
         )
         self._grants = grants
         self._registry = registry
-        self._local = threading.local()
 
     @property
     def grants(self):
@@ -576,6 +586,10 @@ class GrantingFilterScheduler(filter_scheduler.FilterScheduler):
         self._local.alternates = _alternates_wanted(
             super()._schedule, (context, spec_obj) + args, kwargs
         )
+        # NOTE(nova): a new server's request ignores no host; an
+        # evacuation's ignores its source, where it still holds its
+        # allocation (and a resize's or migration's, most often, its own).
+        self._local.new_consumer = not compat.field(spec_obj, "ignore_hosts")
         try:
             return super()._schedule(context, spec_obj, *args, **kwargs)
         except nova_exception.NoValidHost as exc:
@@ -589,6 +603,7 @@ class GrantingFilterScheduler(filter_scheduler.FilterScheduler):
         finally:
             self._local.requests = None
             self._local.alternates = 0
+            self._local.new_consumer = False
 
     def _get_sorted_hosts(self, spec_obj, host_states, index, *args, **kw):
         """Nova's sorted hosts; for the only instance of a request whose
