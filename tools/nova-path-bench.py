@@ -117,66 +117,61 @@ WORKLOADS = {
 
 
 # Where a select_destinations spends its time, by the cumulative time of
-# the functions that do each part (file suffix, function name; or the
-# larger of several, and None).
+# the functions that do each part: (part, (file suffix, function name)...),
+# the largest of them where there are several.
 PARTS = (
     (
         "select_destinations",
-        "nova/scheduler/manager.py",
-        "select_destinations",
+        ("nova/scheduler/manager.py", "select_destinations"),
     ),
     (
         "placement: candidates",
-        "nova/scheduler/client/report.py",
-        "get_allocation_candidates",
+        ("nova/scheduler/client/report.py", "get_allocation_candidates"),
     ),
     (
         "Nova: host states",
-        "nova/scheduler/host_manager.py",
-        "get_host_states_by_uuids",
+        ("nova/scheduler/host_manager.py", "get_host_states_by_uuids"),
     ),
-    ("Nova: filters", "nova/scheduler/host_manager.py", "get_filtered_hosts"),
-    ("Nova: weighers", "nova/scheduler/host_manager.py", "get_weighed_hosts"),
     (
-        "placement: claim",
+        "Nova: filters",
+        ("nova/scheduler/host_manager.py", "get_filtered_hosts"),
+    ),
+    (
+        "Nova: weighers",
+        ("nova/scheduler/host_manager.py", "get_weighed_hosts"),
+    ),
+    (
         # Nova's claim, or grant_scheduler's, which is Nova's where the
-        # consumer is not new: the larger of the two.
+        # consumer is not new.
+        "placement: claim",
+        ("nova/scheduler/client/report.py", "claim_resources"),
         (
-            ("nova/scheduler/client/report.py", "claim_resources"),
-            (
-                "grant_scheduler/nova/scheduler/filter_scheduler.py",
-                "_placement_claim",
-            ),
+            "grant_scheduler/nova/scheduler/filter_scheduler.py",
+            "_placement_claim",
         ),
-        None,
     ),
     (
         "grant_scheduler: view",
-        "grant_scheduler/nova/scheduler/filter_scheduler.py",
-        "known",
+        ("grant_scheduler/nova/scheduler/filter_scheduler.py", "known"),
     ),
     (
         "grant_scheduler: registry",
-        "grant_scheduler/nova/books/registry.py",
-        "register_unknown",
+        ("grant_scheduler/nova/books/registry.py", "register_unknown"),
     ),
     (
         "grant_scheduler: grant",
-        "grant_scheduler/nova/scheduler/filter_scheduler.py",
-        "grant",
+        ("grant_scheduler/nova/scheduler/filter_scheduler.py", "grant"),
     ),
     (
         "grant_scheduler: claim",
-        "grant_scheduler/nova/books/claims.py",
-        "claim",
+        ("grant_scheduler/nova/books/claims.py", "claim"),
     ),
-    ("records: API", "tests/nova22/cloud.py", "api"),
-    ("records: conductor", "tests/nova22/cloud.py", "conductor"),
-    ("records: compute", "tests/nova22/cloud.py", "compute"),
+    ("records: API", ("tests/nova22/cloud.py", "api")),
+    ("records: conductor", ("tests/nova22/cloud.py", "conductor")),
+    ("records: compute", ("tests/nova22/cloud.py", "compute")),
     (
         "records: instance info",
-        "nova/scheduler/manager.py",
-        "update_instance_info",
+        ("nova/scheduler/manager.py", "update_instance_info"),
     ),
 )
 
@@ -192,8 +187,7 @@ def _is_file(filename, suffix):
 def profile_parts(stats, boots):
     """``[(part, ms per boot)]`` from cProfile's ``pstats.Stats``."""
     parts = []
-    for part, suffix, name in PARTS:
-        places = suffix if name is None else ((suffix, name),)
+    for part, *places in PARTS:
         seconds = max(
             sum(
                 entry[3]

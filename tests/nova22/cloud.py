@@ -1220,9 +1220,9 @@ def schedule(spec, system, run, index, count, callers, profile=False):
     compute's instance information (``update_instance_info``) on this
     process's scheduler manager, cast (the boot does not wait for it),
     from which grant_scheduler's host manager claims the instance.  Nova
-    casts that to every scheduler; the
-    process that placed the instance is the one whose next answers depend
-    on it here, so it alone is told.
+    casts that to every scheduler; the process that placed the instance
+    is the one whose next answers depend on it here, so it alone is
+    told.
     """
     import eventlet
     import oslo_messaging as messaging
