@@ -53,6 +53,7 @@ from grant_scheduler import compute
 from grant_scheduler import decision
 from grant_scheduler import exception
 from grant_scheduler import injection
+from grant_scheduler import process
 from grant_scheduler import reaper
 from grant_scheduler import scheduler
 from grant_scheduler import storage
@@ -105,6 +106,7 @@ __all__ = [
     "UnknownHost",
     "View",
     "schema_head",
+    "scheduler_ended",
 ]
 
 Database = db_api.Database
@@ -132,6 +134,10 @@ NoValidHost = exception.NoValidHost
 SchemaNewerThanCode = exception.SchemaNewerThanCode
 SchemaNotMigrated = exception.SchemaNotMigrated
 UnknownHost = exception.UnknownHost
+scheduler_ended = process.ended
+"""``scheduler_ended(name)``: whether the scheduler process a grant names
+(its ``scheduler``) has ended, as far as this host can tell
+(``process.ended``)."""
 
 SchemaRevisions = collections.namedtuple(
     "SchemaRevisions", ["current", "head"]
@@ -213,7 +219,7 @@ class GrantScheduler:
         :param database: a ``Database``.
         :param settings: a ``Settings`` (defaults to the option defaults).
         :param name: this scheduler's identity, written into its grants
-            (default ``hostname:pid``).
+            (default ``process.name()``: ``host:pid:start:ns``).
         :param hooks: ``Hooks`` for tests; off by default.
         :param rng: a ``random.Random`` for the choice among equals.
         :param claim_lock: ``lock(host, node)`` for the compute side.
@@ -468,11 +474,14 @@ class GrantScheduler:
         return self._scheduler.grant_on(request, host, node)
 
     @_edge
-    def withdraw_instance(self, instance_uuid):
+    def withdraw_instance(self, instance_uuid, scheduler=None):
         """Withdraw every live grant of an instance that is being scheduled
-        again (its earlier destination failed); how many there were."""
+        again (its earlier destination failed), or only those
+        ``scheduler`` wrote (a grant's ``scheduler``: a scheduler process
+        that has ended); how many there were."""
         return self.store.withdraw_instance(
-            validate.instance_uuid(instance_uuid)
+            validate.instance_uuid(instance_uuid),
+            validate.name("scheduler", scheduler, optional=True),
         )
 
     @_edge

@@ -30,9 +30,7 @@ holds all of it, starts again after a growing random pause (bounded by
 """
 
 import dataclasses
-import os
 import random
-import socket
 import time
 import uuid
 
@@ -41,6 +39,7 @@ from oslo_log import log as logging
 from grant_scheduler import decision
 from grant_scheduler import exception
 from grant_scheduler import injection
+from grant_scheduler import process
 from grant_scheduler import resources as gs_resources
 from grant_scheduler import storage
 from grant_scheduler import validate
@@ -185,7 +184,9 @@ RETRY_DELAY = 0.02
 
 
 def default_name():
-    return "%s:%d" % (socket.gethostname(), os.getpid())
+    """This process's name on its grants (``process.name``), by which a
+    process on the same host can tell once it has ended."""
+    return process.name()
 
 
 class Scheduler:

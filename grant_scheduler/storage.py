@@ -261,9 +261,10 @@ class Store(abc.ABC):
         """
 
     @abc.abstractmethod
-    def withdraw_instance(self, instance_uuid):
+    def withdraw_instance(self, instance_uuid, scheduler=None):
         """Delete every live grant of one instance (scheduled again) on a
-        node that still exists, lowering each node's ``granted``.
+        node that still exists, lowering each node's ``granted``; only
+        those ``scheduler`` wrote, when it is given.
 
         :returns: how many there were.
         """

@@ -429,16 +429,18 @@ class MemoryStore(storage.Store):
             del self.grants[grant.id]
             return True
 
-    def withdraw_instance(self, instance_uuid):
+    def withdraw_instance(self, instance_uuid, scheduler=None):
         with self._transaction():
-            return self._withdraw_live(instance_uuid)
+            return self._withdraw_live(instance_uuid, scheduler)
 
-    def _withdraw_live(self, instance_uuid):
+    def _withdraw_live(self, instance_uuid, scheduler=None):
         found = sorted(
             (
                 g
                 for g in self.grants.values()
-                if g.instance_uuid == instance_uuid and self._live(g)
+                if g.instance_uuid == instance_uuid
+                and self._live(g)
+                and scheduler in (None, g.scheduler)
             ),
             key=lambda g: (g.host_id, g.ticket),
         )

@@ -465,6 +465,11 @@ def withdrawal(run):
     run.call("grant", [b], ask(uuid=U[4]), [])
     run.call("withdraw_instance", U[3])
     run.call("withdraw_instance", U[3])
+    # An instance two schedulers granted: only the named one's goes.
+    run.call("grant", [a], ask(uuid=U[5], scheduler="sched-2"), [])
+    run.call("grant", [b], ask(uuid=U[5]), [])
+    run.call("withdraw_instance", U[5], "sched-2")
+    run.call("withdraw_instance", U[5], "sched-2")
     run.call("grant_rows")
     run.call("host_reports")
     run.check()

@@ -274,26 +274,29 @@ def _withdraw(conn, db, host_id, ticket, amount, mine=None):
 
 
 @db_api.writer
-def withdraw_instance(db, conn, instance_uuid):
-    """Withdraw every live grant of one instance; how many there were.
+def withdraw_instance(db, conn, instance_uuid, scheduler=None):
+    """Withdraw every live grant of one instance (only those ``scheduler``
+    wrote, when given); how many there were.
 
     For a build that is scheduled again (its first destination failed):
-    the grant of the earlier answer holds capacity nobody will use.
+    the grant of the earlier answer holds capacity nobody will use.  With
+    ``scheduler``: the grants of a scheduler process that has ended.
     """
-    return withdraw_live(conn, db, instance_uuid)
+    return withdraw_live(conn, db, instance_uuid, scheduler)
 
 
-def withdraw_live(conn, db, instance_uuid):
+def withdraw_live(conn, db, instance_uuid, scheduler=None):
     """``withdraw_instance`` inside the caller's transaction (a claim's:
     the instance is built, its other live grants go with it)."""
+    wanted = [
+        GRANTS.c.instance_uuid == instance_uuid,
+        GRANTS.c.state == decision.GRANT_WON,
+    ]
+    if scheduler is not None:
+        wanted.append(GRANTS.c.scheduler == scheduler)
     found = conn.execute(
         sa_compat.select(GRANTS.c.host_id, GRANTS.c.ticket, GRANTS.c.resources)
-        .where(
-            sa.and_(
-                GRANTS.c.instance_uuid == instance_uuid,
-                GRANTS.c.state == decision.GRANT_WON,
-            )
-        )
+        .where(sa.and_(*wanted))
         .order_by(GRANTS.c.host_id)
     ).fetchall()
     return sum(

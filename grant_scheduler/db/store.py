@@ -71,8 +71,8 @@ class Store(storage.Store):
     def withdraw(self, host_id, ticket, ask):
         return grants.withdraw(self.db, host_id, ticket, ask)
 
-    def withdraw_instance(self, instance_uuid):
-        return grants.withdraw_instance(self.db, instance_uuid)
+    def withdraw_instance(self, instance_uuid, scheduler=None):
+        return grants.withdraw_instance(self.db, instance_uuid, scheduler)
 
     def claim(self, build, before_commit=None):
         """A repeated claim answers with the first one; when that claim is

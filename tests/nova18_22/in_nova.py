@@ -171,16 +171,22 @@ class GrantsHelpers:
             take(host, node, each)
             filled += each
 
-    def hold(self, host, node):
+    def hold(self, host, node, grant_on=None):
         """Grant all the room left on ``host``/``node`` to servers Nova is
         building, not yet on a host (another scheduler's answers on their
         way): placement has no allocation of theirs yet, and neither Nova's
-        records nor the follower give their room back.  Their uuids."""
+        records nor the follower give their room back.  Their uuids.
+
+        :param grant_on: ``f(instance_uuid, host, node, amount)`` taking
+            each grant (the test's own ``GrantScheduler.grant_on``, a
+            live process's, by default).
+        """
         held = []
+        grant_on = grant_on or self.gs.grant_on
 
         def take(host, node, amount):
             held.append(self.in_flight())
-            self.gs.grant_on(held[-1], host, node, amount)
+            grant_on(held[-1], host, node, amount)
 
         self.fill(host, node, take)
         return held

@@ -21,6 +21,16 @@ the instances and one for their block device mappings), and:
 * anything else (not yet on a compute, or moving) is left as it is: the
   reconciliation with Nova's records (``reconcile``) looks after moves.
 
+``GrantFollower.on_node`` follows the live grants of one node that a
+grant was refused on although placement offered it.  There, besides,
+a grant whose scheduler process has ended (``api.scheduler_ended``: killed
+between its grant and its answer, on this host) before it claimed in
+placement is withdrawn: Nova's conductor gives its request up only when
+its call times out (``rpc_response_timeout``), and until then the grant
+would hold room that placement, and so the stock scheduler, gives.  A
+grant whose consumer placement holds on the node stays, as placement's
+claim does, until Nova builds or gives up its instance.
+
 Each scheduler process runs it every ``[grant_scheduler]
 consume_interval`` seconds (``loop.Loop``), so a grant is consumed within
 that interval of the resource tracker's claim, whatever the spawn takes.
@@ -106,9 +116,12 @@ class Outcome:
     """Instances counted where Nova builds them (their grants consumed)."""
     withdrawn: list = dataclasses.field(default_factory=list)
     """Instances whose grants were withdrawn: Nova gave them up."""
+    abandoned: list = dataclasses.field(default_factory=list)
+    """Instances whose grants were withdrawn: the scheduler process that
+    took them has ended."""
 
     def __bool__(self):
-        return bool(self.counted or self.withdrawn)
+        return bool(self.counted or self.withdrawn or self.abandoned)
 
 
 class GrantFollower:
@@ -127,16 +140,32 @@ class GrantFollower:
         """Follow every live grant; returns an ``Outcome``."""
         return self._follow(context, self._gs().grants(live=True))
 
-    def on_node(self, context, host, node):
-        """Follow the live grants on one node (whose room they hold)."""
-        return self._follow(
-            context,
-            [
-                g
-                for g in self._gs().grants(host=host, live=True)
-                if g.node == node
-            ],
-        )
+    def on_node(self, context, host, node, node_uuid=None):
+        """Follow the live grants on one node (whose room they hold), and
+        withdraw those whose scheduler process ended before it claimed in
+        placement (on the provider ``node_uuid``, when given)."""
+        grants = [
+            g
+            for g in self._gs().grants(host=host, live=True)
+            if g.node == node
+        ]
+        outcome = self._follow(context, grants)
+        done = set(outcome.counted) | set(outcome.withdrawn)
+        ended = [
+            g
+            for g in grants
+            if g.state == LIVE
+            and g.instance_uuid is not None
+            and g.instance_uuid not in done
+            and api.scheduler_ended(g.scheduler)
+        ]
+        held = None
+        if ended and node_uuid and self._allocations is not None:
+            held = self._allocations(node_uuid)
+        for grant in ended:
+            if held is None or grant.instance_uuid not in held:
+                self._abandon(grant, outcome)
+        return outcome
 
     def _follow(self, context, grants):
         context = context or nova_context.get_admin_context()
@@ -228,6 +257,31 @@ class GrantFollower:
             "ERROR without a host",
             instance_uuid,
         )
+
+    def _abandon(self, grant, outcome):
+        try:
+            withdrawn = self._gs().withdraw_instance(
+                grant.instance_uuid, scheduler=grant.scheduler
+            )
+        except api.GrantSchedulerError:
+            LOG.warning(
+                "Could not withdraw the grant of %s, whose scheduler %s "
+                "has ended",
+                grant.instance_uuid,
+                grant.scheduler,
+                exc_info=True,
+            )
+            return
+        if withdrawn:
+            outcome.abandoned.append(grant.instance_uuid)
+            LOG.warning(
+                "Withdrew the grant of %s on %s/%s: the scheduler process "
+                "%s that took it has ended before it claimed in placement",
+                grant.instance_uuid,
+                grant.host,
+                grant.node,
+                grant.scheduler,
+            )
 
     def _count(self, host, node, amounts, outcome, state):
         try:

@@ -503,7 +503,9 @@ class NodeGrants:
         # a grant of an instance Nova has already given up, or built
         # elsewhere, may hold it, or placement's inventory of the node
         # changed since the books last read it.
-        retry = self._follower.on_node(context, node.host, node.node)
+        retry = self._follower.on_node(
+            context, node.host, node.node, node.node_uuid
+        )
         if self._refresh is not None:
             retry = self._refresh(context, node) or retry
         if retry and self._try(context, instance_uuid, node, amount):

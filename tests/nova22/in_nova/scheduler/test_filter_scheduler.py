@@ -8,6 +8,8 @@ drive Nova's API and check what Nova and placement record, beside what
 grant_scheduler's books say.
 """
 
+import subprocess
+import sys
 import threading
 import time
 import types
@@ -18,6 +20,7 @@ from nova import context as nova_context
 from nova import exception as nova_exception
 from nova.tests.functional.api import client
 
+from grant_scheduler import api
 from grant_scheduler.nova.scheduler import filter_scheduler
 from tests.nova22.in_nova import base
 
@@ -86,6 +89,147 @@ class TestPlacementRecords(base.GrantsTestBase):
             self.flavor_resources(1),
             sum(self.usage().values(), self.flavor_resources(0)),
         )
+
+
+# A scheduler process of its own: it takes the grants it is told on its
+# standard input, answers each with its name, and ends with its input.
+GRANTER = """
+import sys
+from grant_scheduler import api
+gs = api.GrantScheduler.from_url(sys.argv[1])
+for line in sys.stdin:
+    instance_uuid, host, node, vcpus, memory_mb, disk_gb = line.split()
+    amount = api.Resources(int(vcpus), int(memory_mb), int(disk_gb))
+    gs.grant_on(instance_uuid, host, node, amount)
+    [name] = [
+        g.scheduler
+        for g in gs.grants(host=host, live=True)
+        if g.instance_uuid == instance_uuid
+    ]
+    print(name, flush=True)
+"""
+
+
+class TestGrantsOfEndedSchedulers(base.GrantsTestBase):
+    """A scheduler worker killed between its grant and its answer (a
+    SIGKILL, the OOM killer): Nova's conductor gives its request up only
+    when its call times out (``rpc_response_timeout``, 60 s).  Its grants
+    do not hold, in the meantime, room the stock scheduler would give."""
+
+    def granter(self):
+        """A scheduler process of its own: ``f(instance_uuid, host, node,
+        amount)`` has it take a grant and answers its name."""
+        child = subprocess.Popen(
+            [sys.executable, "-c", GRANTER, self.database_url()],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            universal_newlines=True,
+        )
+        self.addCleanup(child.wait)
+        self.addCleanup(child.stdin.close)
+
+        def grant_on(instance_uuid, host, node, amount):
+            child.stdin.write(
+                "%s %s %s %d %d %d\n"
+                % (
+                    instance_uuid,
+                    host,
+                    node,
+                    amount.vcpus,
+                    amount.memory_mb,
+                    amount.disk_gb,
+                )
+            )
+            child.stdin.flush()
+            return child.stdout.readline().strip()
+
+        grant_on.child = child
+        return grant_on
+
+    def end(self, granter):
+        """End the granter's process: its grants outlive it."""
+        granter.child.stdin.close()
+        self.assertEqual(0, granter.child.wait())
+
+    def hold_by_a_process_that_ends(self, host, node):
+        granter = self.granter()
+        names = set()
+        held = self.hold(host, node, lambda *args: names.add(granter(*args)))
+        self.end(granter)
+        [name] = names
+        self.assertTrue(api.scheduler_ended(name))
+        return held, name
+
+    def test_an_ended_schedulers_grants_give_way(self):
+        first = self.boot()["OS-EXT-SRV-ATTR:host"]
+        [emptier] = set(self.HOSTS) - {first}
+        # The host Nova's weighers prefer is held by grants of a scheduler
+        # process that has ended, the other by a live one's (answers on
+        # their way).  Stock Nova places the server on the emptier host,
+        # where placement has room; so does the driver.
+        ended, name = self.hold_by_a_process_that_ends(emptier, emptier)
+        live = self.hold(first, first)
+        server = self.boot()
+        self.assertEqual(emptier, server["OS-EXT-SRV-ATTR:host"])
+        # The ended process's grants are gone, the live process's stay.
+        self.assertEqual(
+            sorted(live), sorted(g.instance_uuid for g in self.live_grants())
+        )
+        self.assertIn(
+            "the scheduler process %s that took it has ended" % name,
+            self.stdlog.logger.output,
+        )
+        self.assertTrue(ended)
+        self.assertEqual([], self.over_limit())
+
+    def test_an_ended_schedulers_claim_in_placement_stands(self):
+        first = self.boot()["OS-EXT-SRV-ATTR:host"]
+        [emptier] = set(self.HOSTS) - {first}
+        slot = self.flavor_resources()
+        granter = self.granter()
+        # The ended process took both of the emptier host's slots and
+        # claimed the first of them in placement before it ended.
+        claimed, unclaimed = self.in_flight(), self.in_flight()
+        name = granter(claimed, emptier, emptier, slot)
+        granter(unclaimed, emptier, emptier, slot)
+        self.end(granter)
+        provider = self.placement.get(
+            "/resource_providers?name=%s" % emptier
+        ).body["resource_providers"][0]["uuid"]
+        put = self.placement.put(
+            "/allocations/%s" % claimed,
+            {
+                "allocations": {
+                    provider: {
+                        "resources": {
+                            "VCPU": slot.vcpus,
+                            "MEMORY_MB": slot.memory_mb,
+                            "DISK_GB": slot.disk_gb,
+                        }
+                    }
+                },
+                "project_id": "project",
+                "user_id": "user",
+                "consumer_generation": None,
+            },
+            version="1.28",
+        )
+        self.assertEqual(204, put.status)
+        live = self.hold(first, first)
+        server = self.boot()
+        # Placement had one slot there: the unclaimed grant gave way, the
+        # claimed one stands as placement's claim does.
+        self.assertEqual(emptier, server["OS-EXT-SRV-ATTR:host"])
+        self.assertEqual(
+            sorted(live + [claimed]),
+            sorted(g.instance_uuid for g in self.live_grants()),
+        )
+        self.assertIn(
+            "Withdrew the grant of %s on %s/%s: the scheduler process %s"
+            % (unclaimed, emptier, emptier, name),
+            self.stdlog.logger.output,
+        )
+        self.assertEqual([], self.over_limit())
 
 
 class TestNovaLimits(base.GrantsTestBase):
