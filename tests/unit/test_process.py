@@ -31,6 +31,15 @@ def _child():
     )
 
 
+def _ended_child():
+    """The name of a child that has exited and been reaped."""
+    child = _child()
+    name = child.stdout.readline().strip()
+    child.stdin.close()
+    child.wait()
+    return name
+
+
 def _state(pid):
     with open("/proc/%d/stat" % pid) as stat:
         return stat.read().rsplit(")", 1)[1].split()[0]
@@ -62,11 +71,7 @@ class TestEnded(base.TestCase):
         self.assertFalse(process.ended(name))
 
     def test_a_process_that_exited_has_ended(self):
-        child = _child()
-        name = child.stdout.readline().strip()
-        child.stdin.close()
-        child.wait()
-        self.assertTrue(process.ended(name))
+        self.assertTrue(process.ended(_ended_child()))
 
     def test_a_killed_process_not_yet_reaped_has_ended(self):
         child = _child()
@@ -88,10 +93,7 @@ class TestEnded(base.TestCase):
         self.assertTrue(process.ended(earlier))
 
     def test_what_cannot_be_told_here_never_has_ended(self):
-        child = _child()
-        name = child.stdout.readline().strip()
-        child.stdin.close()
-        child.wait()
+        name = _ended_child()
         host, pid, start, namespace = name.split(":")
         for other in (
             # another host, another pid namespace
@@ -112,9 +114,6 @@ class TestEnded(base.TestCase):
         mine = process.name()
         with mock.patch.object(process, "_start", return_value=None):
             self.assertFalse(process.ended(mine))
-        child = _child()
-        name = child.stdout.readline().strip()
-        child.stdin.close()
-        child.wait()
+        name = _ended_child()
         with mock.patch.object(process, "_start", return_value=None):
             self.assertTrue(process.ended(name))
