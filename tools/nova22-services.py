@@ -349,12 +349,16 @@ def percentile(ordered, p):
 def log_evidence(scheduler):
     """What the scheduler services' logs say about the faults: the
     driver's outage warnings, RPC requests dropped at the broker restart,
-    workers their launchers saw die."""
+    workers their launchers saw die, grants of the killed worker another
+    one withdrew."""
     counts = {
         "gs_database_failed": "grant_scheduler's database failed",
         "gs_database_back": "grant_scheduler's database is back",
         "rpc_discarded": "Discarding RPC request",
         "worker_killed": "killed by signal 9",
+        "ended_workers_grants_withdrawn": (
+            "has ended before it claimed in placement"
+        ),
     }
     found = dict.fromkeys(counts, 0)
     logs = os.path.join(RUN, "logs")

@@ -411,7 +411,10 @@ class Cloud:
         ``nvh`` with ``room``: the providers that had room when NoValidHost
         was answered), and per process its statements and HTTP requests
         (``_Counts``) and its CPU seconds by phase (``Phases``);
-        ``placement_cpu_s``, the CPU seconds placement's service used
+        ``span_s``, the seconds from the start signal to the end of the
+        last process's last boot (its records and casts done: the
+        processes' exit aside); ``placement_cpu_s``, the CPU seconds
+        placement's service used
         from the start signal to the last process's end; ``start_s``, the
         seconds the processes took to be ready, and ``start_steps_s``, per
         process, the seconds its start's steps took (``periodic tasks``:
@@ -492,6 +495,11 @@ class Cloud:
             result["counts"].append(done["counts"])
             result["cpu"].append(done["cpu"])
             result["run_s"] = max(result.get("run_s", 0.0), done["run_s"])
+            # NOTE: time.monotonic() is the system's CLOCK_MONOTONIC, one
+            # clock for every process of the machine.
+            result["span_s"] = max(
+                result.get("span_s", 0.0), done["ended"] - started
+            )
             result.setdefault("start_steps_s", []).append(
                 done["start_steps_s"]
             )
@@ -1407,6 +1415,7 @@ def schedule(spec, system, run, index, count, callers, profile=False):
                 "counts": counts.as_dict(),
                 "cpu": phases.cpu,
                 "run_s": ran,
+                "ended": began + ran,
                 "start_steps_s": start_steps,
             },
             f,

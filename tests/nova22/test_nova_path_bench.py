@@ -83,6 +83,10 @@ class TestNovaPathBench(gs_base.TestCase):
             self.assertEqual([], row["unclaimed"], system)
             for column in NEW_COLUMNS:
                 self.assertGreater(row[column], 0, (system, column))
+            # The boots' span, on one clock for every process: past the
+            # slowest process's own run, within the processes' lives.
+            self.assertGreaterEqual(row["span_s"], row["run_s"], system)
+            self.assertLess(row["span_s"], row["wall_s"], system)
         # NOTE: the CPU a boot costs the scheduler and placement, not the
         # boots per second: a run of 24 boots moves with whatever else
         # the machine runs (CI runs two chains at once), and once ran
