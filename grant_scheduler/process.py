@@ -27,8 +27,6 @@ _PROC = "/proc"
 _NAME = re.compile(
     r"^(?P<host>[^:]+):(?P<pid>\d+):(?P<start>\d+):(?P<ns>\d+)$"
 )
-
-
 _ZOMBIE = -1
 
 
@@ -59,7 +57,7 @@ def _exists(pid):
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        pass  # another user's
     return True
 
 
