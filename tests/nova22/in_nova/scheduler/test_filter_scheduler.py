@@ -35,9 +35,7 @@ class TestPlacementRecords(base.GrantsTestBase):
         server = self.boot()
         host = server["OS-EXT-SRV-ATTR:host"]
         allocations = self._get_allocations_by_server_uuid(server["id"])
-        provider = self.placement.get(
-            "/resource_providers?name=%s" % host
-        ).body["resource_providers"][0]["uuid"]
+        provider = self.placement_provider(host)
         self.assertEqual(
             {"VCPU": 1, "MEMORY_MB": 1024, "DISK_GB": 10},
             allocations[provider]["resources"],
@@ -193,19 +191,12 @@ class TestGrantsOfEndedSchedulers(base.GrantsTestBase):
         name = granter(claimed, emptier, emptier, slot)
         granter(unclaimed, emptier, emptier, slot)
         self.end(granter)
-        provider = self.placement.get(
-            "/resource_providers?name=%s" % emptier
-        ).body["resource_providers"][0]["uuid"]
         put = self.placement.put(
             "/allocations/%s" % claimed,
             {
                 "allocations": {
-                    provider: {
-                        "resources": {
-                            "VCPU": slot.vcpus,
-                            "MEMORY_MB": slot.memory_mb,
-                            "DISK_GB": slot.disk_gb,
-                        }
+                    self.placement_provider(emptier): {
+                        "resources": dict(slot.items())
                     }
                 },
                 "project_id": "project",
