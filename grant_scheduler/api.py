@@ -390,6 +390,15 @@ class GrantScheduler:
         )
 
     @_edge
+    def claimed_on(self, instance_uuids):
+        """``{instance uuid: [(host, node), ...]}``: the nodes each of
+        ``instance_uuids`` is claimed on (one read; an instance claimed
+        nowhere is left out)."""
+        return self.store.claimed_on(
+            [validate.instance_uuid(u) for u in instance_uuids]
+        )
+
+    @_edge
     def correct_claims(self, host, node, amounts, releases=()):
         """Make a node's claims what runs there (Nova's records, say).
 

@@ -312,6 +312,12 @@ class Store(abc.ABC):
         only, when given), ordered by host, node and instance."""
 
     @abc.abstractmethod
+    def claimed_on(self, instance_uuids):
+        """:returns: ``{instance uuid: [(host, node), ...]}``, the existing
+        nodes each of ``instance_uuids`` is claimed on, in order (an
+        instance claimed nowhere is left out); one read."""
+
+    @abc.abstractmethod
     def correct_claims(self, host, node, amounts, releases):
         """Make a node's claims what runs there, whatever its limit.
 

@@ -641,6 +641,17 @@ class MemoryStore(storage.Store):
             )
         return sorted(found, key=lambda c: (c.host, c.node, c.instance_uuid))
 
+    def claimed_on(self, instance_uuids):
+        wanted = set(instance_uuids)
+        found = {}
+        for claim in self.claims.values():
+            row = self._nodes.get(claim.host_id)
+            if row is not None and claim.instance_uuid in wanted:
+                found.setdefault(claim.instance_uuid, []).append(
+                    (row.state.host, row.state.node)
+                )
+        return {uuid: sorted(nodes) for uuid, nodes in found.items()}
+
     def correct_claims(self, host, node, amounts, releases):
         amounts, releases = dict(amounts), list(releases)
         with self._transaction():

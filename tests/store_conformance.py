@@ -488,6 +488,8 @@ def claims(run):
     run.call("claim", build(U[2], resources=SLOT))
     run.call("claim", build(U[2], resources=TWO_SLOTS))
     run.call("claim", build(U[2]))
+    run.call("claimed_on", [U[2], U[1], U[3]])
+    run.call("claimed_on", [])
     # Without a grant: re-checked, and rejected when it does not fit.
     run.call("claim", build(U[3], resources=SLOT))
     run.call("claim", build(U[4], resources=TWO_SLOTS))
@@ -510,6 +512,7 @@ def claims(run):
     asking(run, U[11], SLOT, "cmp3")
     asking(run, U[12], TWO_SLOTS + TWO_SLOTS, "cmp3")
     asking(run, U[11], TWO_SLOTS, "cmp3")
+    run.call("claimed_on", [U[n] for n in range(1, 13)])
     run.call("claim_rows")
     run.call("claim_rows", host="cmp2")
     run.call("host_reports")
@@ -525,6 +528,7 @@ def claims(run):
     # A resync replaces the claims: their release changes nothing.
     report(run, "cmp2", used=R(1, 1024, 10))
     run.call("release", U[7], "cmp2", "cmp2")
+    run.call("claimed_on", [U[n] for n in range(1, 13)])
     run.call("claim_rows")
     run.call("host_reports")
     run.check()

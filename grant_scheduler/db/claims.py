@@ -474,6 +474,24 @@ def _existing(conn, instance_uuid, host, node):
     )
 
 
+@db_api.reader
+def claimed_on(db, conn, instance_uuids):
+    """``{instance uuid: [(host, node), ...]}`` of the claims of
+    ``instance_uuids`` on existing nodes, in one statement."""
+    found = {}
+    if not instance_uuids:
+        return found
+    query = (
+        sa_compat.select(CLAIMS.c.instance_uuid, HOSTS.c.host, HOSTS.c.node)
+        .select_from(CLAIMS.join(HOSTS, HOSTS.c.id == CLAIMS.c.host_id))
+        .where(CLAIMS.c.instance_uuid.in_(sorted(set(instance_uuids))))
+        .order_by(CLAIMS.c.instance_uuid, HOSTS.c.host, HOSTS.c.node)
+    )
+    for row in conn.execute(query):
+        found.setdefault(row.instance_uuid, []).append((row.host, row.node))
+    return found
+
+
 @db_api.writer
 def claim(db, conn, build, host_id=None, before_commit=None):
     """Count an instance in its node's usage, consuming its grant.

@@ -114,6 +114,9 @@ class Store(storage.Store):
     def claim_rows(self, host=None):
         return claims.listed(self.db, host)
 
+    def claimed_on(self, instance_uuids):
+        return claims.claimed_on(self.db, list(instance_uuids))
+
     def correct_claims(self, host, node, amounts, releases):
         return claims.correct(
             self.db, host, node, dict(amounts), list(releases)

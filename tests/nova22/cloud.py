@@ -26,8 +26,10 @@ mapping; ``select_destinations`` as Nova's RPC server calls it for the
 conductor; the conductor's instance in cell1, mapping and build request;
 the compute's claim (the instance's host and node, the compute node's
 usage) and the instance information the compute sends the schedulers,
-from which grant_scheduler's host manager claims the instance, consuming
-its grant, as on Nova 22 by default (``compute_claim``: with the opt-in
+cast to every scheduler process as Nova's fanout cast reaches every
+worker (``Fanout``), from which grant_scheduler's host manager of each
+claims the instance, consuming its grant (the others' claims are
+repeats), as on Nova 22 by default (``compute_claim``: with the opt-in
 claiming virt driver the compute claims it first).  They start
 together and write what each call did, with the CPU time each phase of a
 boot took (``Phases``).
@@ -38,6 +40,7 @@ import contextlib
 import json
 import os
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -440,6 +443,7 @@ class Cloud:
                     str(i),
                     str(share),
                     str(callers),
+                    "--processes=%d" % processes,
                     *(["--profile"] if profile else []),
                 )
             )
@@ -1217,20 +1221,120 @@ def _database_name(url):
     return sa.engine.url.make_url(url).database
 
 
-def schedule(spec, system, run, index, count, callers, profile=False):
-    """One scheduler process: see the module's docstring.
+class Fanout:
+    """The compute's instance information cast to every scheduler process
+    of a run, as Nova's fanout cast of ``update_instance_info`` reaches
+    every scheduler worker.
+
+    Each process listens on a socket of the run's directory; a cast is a
+    frame (its length, then JSON) sent on one connection to each other
+    process, and a last frame says a process sent its last.  Frames of
+    one connection arrive in order, so once every other process has
+    said so, every cast it sent has been handed to ``deliver``.
+    """
+
+    _LENGTH = struct.Struct(">I")
+
+    def __init__(self, run, index, processes, deliver):
+        """
+        :param run: the run's directory.
+        :param index: this process's number, of ``processes``.
+        :param deliver: ``f(host, primitive)``, for each cast received
+            (the InstanceList's primitive, as oslo.messaging carries it).
+        """
+        import eventlet
+
+        self._run = run
+        self._deliver = deliver
+        self.others = [i for i in range(processes) if i != index]
+        self._connections = {}
+        self._said_done = eventlet.semaphore.Semaphore(0)
+        self._server = None
+        self._lost = []
+        if self.others:
+            self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self._server.bind(self._path(index))
+            self._server.listen(len(self.others))
+            eventlet.spawn(self._accept)
+
+    def _accept(self):
+        import eventlet
+
+        for _ in self.others:
+            eventlet.spawn(self._receive, self._server.accept()[0])
+
+    def _path(self, index):
+        return os.path.join(self._run, "casts-%d.sock" % index)
+
+    def _receive(self, connection):
+        frames = connection.makefile("rb")
+        while True:
+            head = frames.read(self._LENGTH.size)
+            if len(head) < self._LENGTH.size:
+                self._lost.append(connection)
+                self._said_done.release()
+                return
+            (length,) = self._LENGTH.unpack(head)
+            frame = json.loads(frames.read(length))
+            if frame.get("done"):
+                self._said_done.release()
+                return
+            self._deliver(frame["host"], frame["instance"])
+
+    def _send(self, frame):
+        import eventlet
+
+        data = json.dumps(frame).encode()
+        data = self._LENGTH.pack(len(data)) + data
+        for index in self.others:
+            entry = self._connections.get(index)
+            if entry is None:
+                connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                connection.connect(self._path(index))
+                entry = (connection, eventlet.semaphore.Semaphore())
+                self._connections[index] = entry
+            connection, lock = entry
+            with lock:
+                connection.sendall(data)
+
+    def send(self, host, primitive):
+        """Cast ``primitive`` (an InstanceList's) of ``host`` to every
+        other process."""
+        self._send({"host": host, "instance": primitive})
+
+    def finish(self, timeout):
+        """Say this process sent its last, and wait until every other
+        process has said so."""
+        if not self.others:
+            return
+        self._send({"done": True})
+        deadline = time.monotonic() + timeout
+        for _ in self.others:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self._said_done.acquire(timeout=left):
+                raise AssertionError("scheduler processes never finished")
+        if self._lost:
+            raise AssertionError("a scheduler process left unannounced")
+
+
+def schedule(
+    spec, system, run, index, count, callers, profile=False, processes=1
+):
+    """One scheduler process of ``processes``: see the module's docstring.
 
     Each boot runs as Nova's services run it, in this process: the API's
     records (``Boot.api``), ``select_destinations`` as Nova's RPC server
     calls it for the conductor, the conductor's records, the compute's
     claim (``Boot.compute``; for grant_scheduler with ``VIRT_DRIVER``,
     the claim that consumes the grant in its books), and then the
-    compute's instance information (``update_instance_info``) on this
-    process's scheduler manager, cast (the boot does not wait for it),
-    from which grant_scheduler's host manager claims the instance.  Nova
-    casts that to every scheduler; the process that placed the instance
-    is the one whose next answers depend on it here, so it alone is
-    told.
+    compute's instance information (``update_instance_info``), cast (the
+    boot does not wait for it) to this process's scheduler manager and,
+    as Nova's fanout cast does, to every other scheduler process of the
+    run (``Fanout``), from which grant_scheduler's host manager of each
+    claims the instance: the process that granted it consumes its
+    grant, the others' claims are repeats.  The process ends once every
+    other process has said it sent its last boot's, and every cast it
+    was sent is handled.
     """
     import eventlet
     import oslo_messaging as messaging
@@ -1304,10 +1408,32 @@ def schedule(spec, system, run, index, count, callers, profile=False):
             if r.state.fits(amount)
         }
 
+    calls = []
+    # oslo.messaging's executor_thread_pool_size, by default.
+    casts = eventlet.GreenPool(64)
+
+    def told_by_another(host, primitive):
+        """Another process's boot's instance information, as Nova's RPC
+        server gets it: deserialised, then handed to the manager."""
+        try:
+            with phases("records: instance info"):
+                manager.update_instance_info(
+                    admin,
+                    host,
+                    objects.InstanceList.obj_from_primitive(primitive),
+                )
+        except Exception as exc:  # noqa: BLE001 - reported to the caller
+            calls.append({"error": repr(exc)})
+
+    fanout = Fanout(
+        run,
+        int(index),
+        processes,
+        lambda host, primitive: casts.spawn(told_by_another, host, primitive),
+    )
     open(os.path.join(run, "%s.ready" % index), "w").close()
     while not os.path.exists(os.path.join(run, "go")):
         time.sleep(0.01)
-    calls = []
 
     def one(number):
         instance_uuid = _instance_uuid(run, index, number)
@@ -1352,6 +1478,8 @@ def schedule(spec, system, run, index, count, callers, profile=False):
         # NOTE(nova): the compute casts its instance information and goes
         # on; the boot waits no longer.  Its time is in rec_steps_ms.
         casts.spawn(told, chosen.service_host, instance, steps)
+        if fanout.others:
+            casts.spawn(fanned, chosen.service_host, instance)
         calls.append(
             {
                 "instance": instance_uuid,
@@ -1378,6 +1506,21 @@ def schedule(spec, system, run, index, count, callers, profile=False):
         except Exception as exc:  # noqa: BLE001 - reported to the caller
             calls.append({"error": repr(exc)})
 
+    def fanned(host, instance):
+        """The same cast to every other scheduler process: serialised
+        once, as oslo.messaging serialises a cast (the compute's work,
+        charged to the records)."""
+        try:
+            with phases("records"):
+                fanout.send(
+                    host,
+                    objects.InstanceList(
+                        objects=[instance]
+                    ).obj_to_primitive(),
+                )
+        except Exception as exc:  # noqa: BLE001 - reported to the caller
+            calls.append({"error": repr(exc)})
+
     def recorded(number):
         try:
             one(number)
@@ -1391,14 +1534,16 @@ def schedule(spec, system, run, index, count, callers, profile=False):
         profiler = cProfile.Profile()
         profiler.enable()
     pool = eventlet.GreenPool(callers)
-    # oslo.messaging's executor_thread_pool_size, by default.
-    casts = eventlet.GreenPool(64)
     counts.on = True
     phases.start()
     began = time.monotonic()
     for number in range(count):
         pool.spawn(recorded, number)
     pool.waitall()
+    casts.waitall()
+    # NOTE: every cast to the others is sent by now; once each of them has
+    # said so too, every cast this process was sent is spawned.
+    fanout.finish(timeout=600)
     casts.waitall()
     ran = time.monotonic() - began
     phases.stop()
@@ -1432,6 +1577,8 @@ def main(argv):
         setup(spec)
     elif argv[1] == "schedule":
         system, run, index, count, callers = argv[3:8]
+        flags = argv[8:]
+        processes = [f for f in flags if f.startswith("--processes=")]
         schedule(
             spec,
             system,
@@ -1439,7 +1586,8 @@ def main(argv):
             index,
             int(count),
             int(callers),
-            profile="--profile" in argv[8:],
+            profile="--profile" in flags,
+            processes=int(processes[-1].split("=", 1)[1]) if processes else 1,
         )
     else:
         raise SystemExit("usage: setup|schedule SPEC ...")

@@ -13,7 +13,14 @@ the information arrives the instance runs.
 Claims and releases are idempotent per instance, so every scheduler
 process doing them (the casts are fanned out) is harmless; each process
 remembers what it has claimed, to skip repeats and to know an instance's
-node when a delete names only the host.
+node when a delete names only the host.  A repeat is still a transaction
+of two statements, once per scheduler worker and boot: on Nova 17-22 a
+process claims at once only the instances it granted itself
+(``GrantedHere``), and defers the others (``defer_others``); after
+``consume_interval`` it reads in one statement which of them are
+claimed by then (by the process that granted them) and claims only the
+rest (an instance no process granted: a forced host, a build placed
+while the database was down; or one whose granting process ended).
 
 A sync claims the listed instances this process has not seen claimed (an
 instance still building is listed as soon as the resource tracker set its
@@ -23,7 +30,10 @@ a sync whose list was read before a build set its host, but cast after
 that build's update, must not release the new instance.
 """
 
+import collections
+import dataclasses
 import threading
+import time
 
 from oslo_log import log as logging
 
@@ -34,11 +44,51 @@ from grant_scheduler.nova.books import claims
 
 LOG = logging.getLogger(__name__)
 
+_READ_AT_ONCE = 500
+"""Deferred instances whose claims one statement reads."""
+
+
+class GrantedHere:
+    """The instances this process granted whose instance information it
+    has not had yet: those it claims at once (``InstanceInfoClaims``).
+    At most ``limit`` are kept, the oldest dropped first (an instance
+    dropped is claimed after a delay, as another process's)."""
+
+    def __init__(self, limit=10000):
+        self._limit = limit
+        self._lock = threading.Lock()
+        self._granted = collections.OrderedDict()
+
+    def note(self, instance_uuid):
+        """This process took a grant for ``instance_uuid``."""
+        with self._lock:
+            self._granted[instance_uuid] = True
+            self._granted.move_to_end(instance_uuid)
+            while len(self._granted) > self._limit:
+                self._granted.popitem(last=False)
+
+    def take(self, instance_uuid):
+        """Whether this process granted ``instance_uuid`` (forgotten
+        then)."""
+        with self._lock:
+            return self._granted.pop(instance_uuid, None) is not None
+
+
+@dataclasses.dataclass
+class _Deferred:
+    context: object
+    host: str
+    instance: object
+    resources_of: object
+    since: float
+
 
 class InstanceInfoClaims:
     """Claims and releases from instance info, for one scheduler process."""
 
-    def __init__(self, grant_scheduler, nodes_of_host, allocations=None):
+    def __init__(
+        self, grant_scheduler, nodes_of_host, allocations=None, clock=None
+    ):
         """
         :param grant_scheduler: ``f()`` giving the ``GrantScheduler``.
         :param nodes_of_host: ``f(host)`` giving the names of the host's
@@ -53,19 +103,103 @@ class InstanceInfoClaims:
         self._lock = threading.Lock()
         self._claimed = {}  # host -> {instance uuid: node}
         self._missing = {}  # host -> uuids the last sync did not list
+        self._granted_here = None
+        self._defer_for = 0.0
+        self._deferred = {}  # instance uuid -> _Deferred
+        self._clock = clock or time.monotonic
+
+    def defer_others(self, granted_here, delay):
+        """From now on, claim at once from a cast only the instances
+        ``granted_here`` (a ``GrantedHere``) holds; defer the others by
+        ``delay`` seconds (``claim_deferred``).  Nothing is deferred with
+        a ``delay`` of 0 (the loop that claims them is off)."""
+        self._granted_here = granted_here
+        self._defer_for = delay if delay and delay > 0 else 0.0
+
+    def deferred(self):
+        """The uuids of the instances whose claim is deferred."""
+        with self._lock:
+            return sorted(self._deferred)
+
+    def claim_deferred(self, now=None):
+        """Claim the deferred instances that are due (by ``now``, a
+        ``time.monotonic()``, by default now) and still unclaimed: one
+        read of where they are claimed, then a claim of each one not
+        claimed on its node.
+
+        :returns: how many were claimed here.
+        """
+        now = self._clock() if now is None else now
+        with self._lock:
+            due = {
+                uuid: entry
+                for uuid, entry in self._deferred.items()
+                if now - entry.since >= self._defer_for
+            }
+            for uuid in due:
+                del self._deferred[uuid]
+        if not due:
+            return 0
+        uuids = sorted(due)
+        located = {}
+        try:
+            for start in range(0, len(uuids), _READ_AT_ONCE):
+                located.update(
+                    self._gs().claimed_on(uuids[start : start + _READ_AT_ONCE])
+                )
+        except BaseException:
+            with self._lock:
+                for uuid, entry in due.items():
+                    self._deferred.setdefault(uuid, entry)
+            raise
+        claimed = 0
+        for uuid, entry in sorted(due.items()):
+            node = compat.field(entry.instance, "node")
+            there = [n for h, n in located.get(uuid, ()) if h == entry.host]
+            if there and (not node or node in there):
+                with self._lock:
+                    self._claimed.setdefault(entry.host, {})[uuid] = (
+                        node or there[0]
+                    )
+                continue
+            if self._claim(
+                entry.context, entry.host, entry.instance, entry.resources_of
+            ):
+                claimed += 1
+        return claimed
+
+    def _defers(self, context, host, instance, resources_of):
+        """Defer ``instance``'s claim unless this process granted it."""
+        if not self._defer_for or self._granted_here.take(instance.uuid):
+            return False
+        with self._lock:
+            if instance.uuid in self._claimed.get(host, {}):
+                return False  # a repeat: answered from memory
+            self._deferred.setdefault(
+                instance.uuid,
+                _Deferred(
+                    context, host, instance, resources_of, self._clock()
+                ),
+            )
+        return True
 
     def claimed(self, host):
         """``{instance uuid: node}`` this process claimed on ``host``."""
         with self._lock:
             return dict(self._claimed.get(host, {}))
 
-    def updated(self, context, host, instances, resources_of):
+    def updated(self, context, host, instances, resources_of, cast=False):
         """Claim ``instances`` (Nova Instances on ``host``).
 
         :param resources_of: ``f(context, instance)`` giving its
             ``Resources``, for an instance without a grant.
+        :param cast: the compute's cast, which every scheduler process
+            gets: an instance this process did not grant is deferred
+            (``defer_others``).
         """
         for instance in instances:
+            if cast and self._defers(context, host, instance, resources_of):
+                continue
             self._claim(context, host, instance, resources_of)
 
     def forget(self, host, node):
@@ -83,6 +217,7 @@ class InstanceInfoClaims:
         with self._lock:
             node = self._claimed.get(host, {}).pop(instance_uuid, None)
             self._missing.get(host, set()).discard(instance_uuid)
+            self._deferred.pop(instance_uuid, None)
         nodes = [node] if node else self._nodes_of_host(host)
         for candidate in nodes:
             try:
@@ -127,7 +262,7 @@ class InstanceInfoClaims:
                     "Could not read instances %s of host %s", sorted(new), host
                 )
                 instances = ()
-            self.updated(context, host, instances, resources_of)
+            self.updated(context, host, instances, resources_of, cast=True)
         for instance_uuid in sorted(release):
             self.deleted(host, instance_uuid)
 

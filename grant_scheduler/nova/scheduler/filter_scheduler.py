@@ -365,6 +365,7 @@ class NodeGrants:
         outage=None,
         reconcile=None,
         usage=None,
+        granted_here=None,
     ):
         """
         :param grant_scheduler: ``f()`` giving the ``GrantScheduler``.
@@ -377,6 +378,8 @@ class NodeGrants:
             the node now, ``(usage, capacity)`` as
             ``inventory.PlacementInventory.look`` answers, or None
             (``PlacementCapacities.look_now``).
+        :param granted_here: ``instance_info.GrantedHere`` noting each
+            instance this process grants, or None.
         :param outage: ``outage.Outage`` of this process (one that never
             recovers by itself when None: tests).
         :param reconcile: ``f(host, node)``, True when it corrected the
@@ -389,6 +392,7 @@ class NodeGrants:
         self._others = others
         self._reconcile = reconcile
         self._usage = usage
+        self._granted_here = granted_here
         self._reads = {}  # node uuid -> the last _UsageRead of it
         self._by_uuid = {}
         self.outage = outage or outage_module.Outage(
@@ -537,6 +541,8 @@ class NodeGrants:
                 exc,
             )
             return False
+        if self._granted_here is not None:
+            self._granted_here.note(instance_uuid)
         return True
 
     def withdraw(self, instance_uuid):

@@ -391,6 +391,7 @@ class GrantsHostManager(nova_host_manager.HostManager):
             host_name,
             list(instance_info.objects),
             self.instance_resources,
+            True,
         )
 
     def delete_instance_info(self, context, host_name, instance_uuid):

@@ -27,6 +27,7 @@ from grant_scheduler.nova import amounts as nova_amounts
 from grant_scheduler.nova import compat
 from grant_scheduler.nova import outage as outage_module
 from grant_scheduler.nova import service
+from grant_scheduler.nova.books import instance_info
 from grant_scheduler.nova.books import registry
 
 LOG = logging.getLogger(__name__)
@@ -144,6 +145,10 @@ class SchedulerParts:
         self._protocol_engine = None
         self._capacities = None
         self._outage = None
+        self.granted_here = instance_info.GrantedHere()
+        """The instances this process granted, whose claim from the
+        compute's instance information it makes at once
+        (``InstanceInfoClaims.defer_others``)."""
         self.asks_candidates_itself = False
         """Whether the driver finds allocation candidates itself (18-22)."""
         self.registry = registry.NodeRegistry(
@@ -197,6 +202,13 @@ class SchedulerParts:
                     outage=lambda: self.outage,
                     allocations=self.allocations,
                     timing=computes.Timing.of(self.conf),
+                )
+                # NOTE(nova): every scheduler worker gets every compute's
+                # instance information; the one that granted an instance
+                # claims it, the others look after the follower's interval.
+                self._host_manager.instance_claims.defer_others(
+                    self.granted_here,
+                    self.conf.grant_scheduler.consume_interval,
                 )
         return self._host_manager
 
@@ -268,7 +280,7 @@ class SchedulerParts:
             self._follower = loop.Loop(
                 self,
                 lambda parts: parts.while_up(
-                    "following grants", parts._grant_follower().run
+                    "following grants", parts._follow
                 ),
                 self.conf.grant_scheduler.consume_interval,
                 "follow the live grants",
@@ -390,6 +402,16 @@ class SchedulerParts:
             self._protocol_engine = protocol_engine.ProtocolEngine(self)
         return self._protocol_engine
 
+    def _follow(self):
+        """The follower loop's work: the live grants followed to their
+        instances, then the instance-info claims this process deferred
+        (``InstanceInfoClaims.claim_deferred``) made where still due."""
+        followed = self._grant_follower().run()
+        claims = getattr(self.host_manager, "instance_claims", None)
+        if claims is not None:
+            claims.claim_deferred()
+        return followed
+
     def _grant_follower(self):
         from grant_scheduler.nova.books import follow
 
@@ -417,6 +439,7 @@ class SchedulerParts:
                     usage=lambda context, node_uuid: (
                         self.capacities().look_now(context, node_uuid)
                     ),
+                    granted_here=self.granted_here,
                 ),
                 self.registry,
             )

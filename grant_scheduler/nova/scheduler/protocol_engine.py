@@ -64,6 +64,9 @@ class ProtocolEngine:
         request_view, ranker = self._view(gs, context, spec_obj, request)
         try:
             selections = gs.schedule_request(request, view=request_view)
+            for instance_uuid in request.instance_uuids:
+                if instance_uuid is not None:
+                    parts.granted_here.note(instance_uuid)
         except api.NoValidHost as exc:
             rejected_by = parts.host_manager.rejected_by(spec_obj)
             if rejected_by is None:

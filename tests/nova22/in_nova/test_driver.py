@@ -17,8 +17,10 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 import uuid
+from unittest import mock
 
 import oslo_messaging as messaging
 from nova import config as nova_config
@@ -402,6 +404,117 @@ class TestInstanceInfo(ManagerTestCase):
             self.driver.host_manager.instance_claims.claimed("cmp3"),
         )
         self.assertEqual([], self.gs.check())
+
+
+class OtherWorkerTestCase(ManagerTestCase):
+    """Nova casts each compute's instance information to every scheduler
+    worker: the worker that granted an instance claims it at once, the
+    others read, a ``consume_interval`` later, whether it is claimed, and
+    claim only what no worker did.  Two managers, each with its own
+    driver, are two workers here."""
+
+    def setUp(self):
+        super().setUp()
+        self.driver.sync_hosts(self.admin)
+        self.other = scheduler_manager.SchedulerManager()
+        self.addCleanup(self.other.driver.grant_scheduler.database.dispose)
+        self.addCleanup(self.other.driver.stop)
+        self.deferring = self.other.driver.host_manager.instance_claims
+
+    def scheduled(self, host):
+        spec = self.spec(force_hosts=[host])
+        self.manager.select_destinations(
+            self.context,
+            spec_obj=spec,
+            instance_uuids=[spec.instance_uuid],
+            return_objects=True,
+        )
+        return self.instance(host, spec.instance_uuid)
+
+    def used(self, host):
+        [report] = [r for r in self.gs.hosts() if r.state.host == host]
+        return report.state.used
+
+    def cast(self, manager, host, instance):
+        manager.update_instance_info(
+            self.admin, host, objects.InstanceList(objects=[instance])
+        )
+
+    @staticmethod
+    def counting_claims():
+        return mock.patch.object(
+            api.GrantScheduler,
+            "claim_instance",
+            autospec=True,
+            side_effect=api.GrantScheduler.claim_instance,
+        )
+
+
+class TestInstanceInfoOfOtherWorkers(OtherWorkerTestCase):
+    def test_the_granting_worker_claims_the_other_only_looks(self):
+        server = self.scheduled("cmp1")
+        with self.counting_claims() as claims:
+            self.cast(self.other, "cmp1", server)
+            self.cast(self.manager, "cmp1", server)
+        # One claim, by the worker that granted it; the other deferred.
+        self.assertEqual(1, claims.call_count)
+        self.assertIs(self.gs, claims.call_args[0][0])
+        self.assertEqual(
+            {server.uuid: "consumed"},
+            {g.instance_uuid: g.state for g in self.gs.grants()},
+        )
+        self.assertEqual([server.uuid], self.deferring.deferred())
+        # Not due before consume_interval has passed.
+        self.assertEqual(0, self.deferring.claim_deferred())
+        self.assertEqual([server.uuid], self.deferring.deferred())
+        later = time.monotonic() + 60
+        with self.counting_claims() as claims:
+            self.assertEqual(0, self.deferring.claim_deferred(now=later))
+        self.assertEqual(0, claims.call_count)
+        self.assertEqual([], self.deferring.deferred())
+        self.assertEqual({server.uuid: "cmp1"}, self.deferring.claimed("cmp1"))
+        self.assertEqual(api.Resources(2, 4096, 40), self.used("cmp1"))
+        self.assertEqual([], self.gs.check())
+
+    def test_an_instance_no_worker_granted_is_claimed_later(self):
+        before = self.used("cmp2")
+        running = self.instance("cmp2")
+        self.cast(self.other, "cmp2", running)
+        self.assertEqual(before, self.used("cmp2"))
+        later = time.monotonic() + 60
+        self.assertEqual(1, self.deferring.claim_deferred(now=later))
+        self.assertEqual(
+            before + api.Resources(2, 4096, 40), self.used("cmp2")
+        )
+        self.assertEqual([], self.gs.check())
+
+    def test_deleted_before_its_turn_it_is_not_claimed(self):
+        before = self.used("cmp2")
+        running = self.instance("cmp2")
+        self.cast(self.other, "cmp2", running)
+        self.other.delete_instance_info(self.admin, "cmp2", running.uuid)
+        self.assertEqual([], self.deferring.deferred())
+        later = time.monotonic() + 60
+        self.assertEqual(0, self.deferring.claim_deferred(now=later))
+        self.assertEqual(before, self.used("cmp2"))
+
+
+class TestDeferredClaimsInTheFollowerLoop(OtherWorkerTestCase):
+    """In a class of its own: the worker's loops run on after it."""
+
+    def test_the_follower_loop_claims_them_with_the_defaults(self):
+        before = self.used("cmp3")
+        running = self.instance("cmp3")
+        self.cast(self.other, "cmp3", running)
+        # The worker's loops start with its periodic tasks.
+        self.other._run_periodic_tasks(self.admin)
+        deadline = time.monotonic() + 30
+        while self.deferring.deferred() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.assertEqual([], self.deferring.deferred())
+        self.assertEqual(
+            before + api.Resources(2, 4096, 40), self.used("cmp3")
+        )
 
 
 class TestAudit(ManagerTestCase):
