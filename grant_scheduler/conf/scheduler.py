@@ -95,7 +95,12 @@ whose instance is building on another node (a reschedule to an alternate)
 is withdrawn, and the instance counted where it runs; a grant of an
 instance Nova has deleted, or set to ERROR without a host, is withdrawn.
 Each look is one statement on grant_scheduler's database, plus, when grants
-are live, one query of Nova's API database and two per cell.  The loop
+are live, one query of Nova's API database and two per cell.  It also
+claims the instances whose information (cast by the computes to every
+scheduler worker) this process deferred: a worker claims at once only the
+instances it granted, and after this interval reads in one statement which
+of the others are claimed, claiming the rest (0: every worker claims every
+instance at once, a repeated claim for all but one).  The loop
 starts with the scheduler's periodic tasks (Nova's [DEFAULT]
 periodic_enable).  0 turns the loop off: the periodic tasks then do the
 same every [scheduler] periodic_task_interval seconds.

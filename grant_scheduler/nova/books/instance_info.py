@@ -131,11 +131,12 @@ class InstanceInfoClaims:
         """
         now = self._clock() if now is None else now
         with self._lock:
-            due = {
-                uuid: entry
-                for uuid, entry in self._deferred.items()
-                if now - entry.since >= self._defer_for
-            }
+            due = {}
+            # NOTE: kept in the order they were deferred: the due come first.
+            for uuid, entry in self._deferred.items():
+                if now - entry.since < self._defer_for:
+                    break
+                due[uuid] = entry
             for uuid in due:
                 del self._deferred[uuid]
         if not due:
@@ -195,12 +196,16 @@ class InstanceInfoClaims:
             ``Resources``, for an instance without a grant.
         :param cast: the compute's cast, which every scheduler process
             gets: an instance this process did not grant is deferred
-            (``defer_others``).
+            (``defer_others``), and the deferred ones due by now are
+            claimed after it, as the follower's loop claims them when no
+            cast comes.
         """
         for instance in instances:
             if cast and self._defers(context, host, instance, resources_of):
                 continue
             self._claim(context, host, instance, resources_of)
+        if cast and self._defer_for:
+            self.claim_deferred()
 
     def forget(self, host, node):
         """Drop what this process remembers claiming on ``host``/``node``
