@@ -35,8 +35,9 @@ and grant_scheduler's books are emptied.  One row per run:
 * ``rec ms``: median milliseconds a placed boot spent writing Nova's
   records (API, conductor and compute, and with ``--compute-claim
   virt-driver`` the books' claim; the instance information is cast, as
-  the compute casts it, on a green thread of the process's own, and the
-  run's wall clock ends when every cast is done; wall clock: other
+  the compute casts it, to every scheduler process (Nova's fanout), each
+  handling it on a green thread of its own, and the run's wall clock
+  ends when every process has handled every cast; wall clock: other
   callers of the process run meanwhile; the JSON rows have the median of
   each step);
 * ``cpu ms``: the schedulers' CPU per placed boot: the CPU time spent in
