@@ -110,6 +110,15 @@ class TestSchedulerProcessesWithPlacement(_CloudTestCase):
             )
             self.assertEqual(api.Resources(), report.state.granted)
         self.assertEqual([], gs.check())
+        # Each boot's instance information reached all the processes (a
+        # claim of three statements or more each, were they all to claim
+        # it): the one that granted it claimed it, the others only look
+        # later, one statement for all they deferred.
+        info = sum(
+            counts["statements"].get("gs", {}).get("records: instance info", 0)
+            for counts in result["counts"]
+        )
+        self.assertLess(info, len(placed) * 3 * 2)
 
 
 class TestIronicSchedulerProcesses(_CloudTestCase):
