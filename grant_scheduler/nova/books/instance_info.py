@@ -107,6 +107,7 @@ class InstanceInfoClaims:
         self._defer_for = 0.0
         self._deferred = {}  # instance uuid -> _Deferred
         self._clock = clock or time.monotonic
+        self._looked_at = None  # when claim_deferred last ran
 
     def defer_others(self, granted_here, delay):
         """From now on, claim at once from a cast only the instances
@@ -131,6 +132,7 @@ class InstanceInfoClaims:
         """
         now = self._clock() if now is None else now
         with self._lock:
+            self._looked_at = now
             due = {}
             # NOTE: kept in the order they were deferred: the due come first.
             for uuid, entry in self._deferred.items():
@@ -197,15 +199,21 @@ class InstanceInfoClaims:
         :param cast: the compute's cast, which every scheduler process
             gets: an instance this process did not grant is deferred
             (``defer_others``), and the deferred ones due by now are
-            claimed after it, as the follower's loop claims them when no
-            cast comes.
+            claimed after it, when they were last looked at a
+            ``consume_interval`` ago or more (the follower's loop looks
+            at them as often when no cast comes).
         """
         for instance in instances:
             if cast and self._defers(context, host, instance, resources_of):
                 continue
             self._claim(context, host, instance, resources_of)
         if cast and self._defer_for:
-            self.claim_deferred()
+            # NOTE: once per consume_interval at most, however many casts
+            # come meanwhile: one read for every instance due by then.
+            now = self._clock()
+            looked_at = self._looked_at
+            if looked_at is None or now - looked_at >= self._defer_for:
+                self.claim_deferred(now)
 
     def forget(self, host, node):
         """Drop what this process remembers claiming on ``host``/``node``
