@@ -216,6 +216,21 @@ class ManagerTestCase(unittest.TestCase):
     def granted(self):
         return {g.instance_uuid: g.host for g in self.gs.grants()}
 
+    def scheduled(self, host):
+        """A server scheduled onto ``host``, as its compute records it."""
+        spec = self.spec(force_hosts=[host])
+        self.manager.select_destinations(
+            self.context,
+            spec_obj=spec,
+            instance_uuids=[spec.instance_uuid],
+            return_objects=True,
+        )
+        return self.instance(host, spec.instance_uuid)
+
+    def used(self, host):
+        [report] = [r for r in self.gs.hosts() if r.state.host == host]
+        return report.state.used
+
 
 class TestManagerLoadsTheDriver(ManagerTestCase):
     def test_driver_and_host_manager(self):
@@ -361,20 +376,6 @@ class TestInstanceInfo(ManagerTestCase):
     """The casts every compute sends, through the manager, with instances
     read from the real cell database."""
 
-    def scheduled(self, host):
-        spec = self.spec(force_hosts=[host])
-        self.manager.select_destinations(
-            self.context,
-            spec_obj=spec,
-            instance_uuids=[spec.instance_uuid],
-            return_objects=True,
-        )
-        return self.instance(host, spec.instance_uuid)
-
-    def used(self, host):
-        [report] = [r for r in self.gs.hosts() if r.state.host == host]
-        return report.state.used
-
     def test_update_sync_and_delete(self):
         one = self.scheduled("cmp1")
         two = self.scheduled("cmp1")
@@ -420,20 +421,6 @@ class OtherWorkerTestCase(ManagerTestCase):
         self.addCleanup(self.other.driver.grant_scheduler.database.dispose)
         self.addCleanup(self.other.driver.stop)
         self.deferring = self.other.driver.host_manager.instance_claims
-
-    def scheduled(self, host):
-        spec = self.spec(force_hosts=[host])
-        self.manager.select_destinations(
-            self.context,
-            spec_obj=spec,
-            instance_uuids=[spec.instance_uuid],
-            return_objects=True,
-        )
-        return self.instance(host, spec.instance_uuid)
-
-    def used(self, host):
-        [report] = [r for r in self.gs.hosts() if r.state.host == host]
-        return report.state.used
 
     def cast(self, manager, host, instance):
         manager.update_instance_info(
