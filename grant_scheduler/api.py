@@ -154,6 +154,8 @@ SchemaRevisions = collections.namedtuple(
 # order, as a scheduler process's does.
 
 Taken = storage.Taken
+CLAIM_EXISTING = storage.CLAIM_EXISTING
+"""A ``ClaimOutcome``'s ``how`` when the instance was claimed already."""
 Spread = decision.Spread
 
 

@@ -99,8 +99,10 @@ are live, one query of Nova's API database and two per cell.  It also
 claims the instances whose information (cast by the computes to every
 scheduler worker) this process deferred: a worker claims at once only the
 instances it granted, and after this interval reads in one statement which
-of the others are claimed, claiming the rest (0: every worker claims every
-instance at once, a repeated claim for all but one).  The loop
+of the others are claimed, claiming the rest; and releases at once only
+the instances whose claim it made, the others after this interval if they
+are still claimed (0: every worker claims and releases every instance at
+once, a repeat for all but one).  The loop
 starts with the scheduler's periodic tasks (Nova's [DEFAULT]
 periodic_enable).  0 turns the loop off: the periodic tasks then do the
 same every [scheduler] periodic_task_interval seconds.

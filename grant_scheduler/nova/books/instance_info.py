@@ -21,6 +21,9 @@ process claims at once only the instances it granted itself
 claimed by then (by the process that granted them) and claims only the
 rest (an instance no process granted: a forced host, a build placed
 while the database was down; or one whose granting process ended).
+Releases go the same way: the process that made an instance's claim
+releases it at once, the others a ``consume_interval`` later if it is
+still claimed.
 
 A sync claims the listed instances this process has not seen claimed (an
 instance still building is listed as soon as the resource tracker set its
@@ -75,6 +78,13 @@ class GrantedHere:
 
 
 @dataclasses.dataclass
+class _Release:
+    host: str
+    node: object  # its node's name, or None when this process never knew
+    since: float
+
+
+@dataclasses.dataclass
 class _Deferred:
     context: object
     host: str
@@ -106,6 +116,8 @@ class InstanceInfoClaims:
         self._granted_here = None
         self._defer_for = 0.0
         self._deferred = {}  # instance uuid -> _Deferred
+        self._releases = {}  # instance uuid -> _Release
+        self._mine = set()  # instances whose claim this process made
         self._clock = clock or time.monotonic
         self._looked_at = None  # when claim_deferred last ran
 
@@ -122,28 +134,42 @@ class InstanceInfoClaims:
         with self._lock:
             return sorted(self._deferred)
 
+    def deferred_releases(self):
+        """The uuids of the instances whose release is deferred."""
+        with self._lock:
+            return sorted(self._releases)
+
+    @staticmethod
+    def _due(entries, now, delay):
+        """The entries of ``entries`` (kept in the order they were
+        deferred: the due come first) due by ``now``, taken out."""
+        due = {}
+        for uuid, entry in entries.items():
+            if now - entry.since < delay:
+                break
+            due[uuid] = entry
+        for uuid in due:
+            del entries[uuid]
+        return due
+
     def claim_deferred(self, now=None):
         """Claim the deferred instances that are due (by ``now``, a
-        ``time.monotonic()``, by default now) and still unclaimed: one
-        read of where they are claimed, then a claim of each one not
-        claimed on its node.
+        ``time.monotonic()``, by default now) and still unclaimed, and
+        release those whose deferred release is due and that are still
+        claimed: one read of where they are claimed, then a claim of each
+        one not claimed on its node, a release of each one still claimed
+        (the worker that claimed it did not release it).
 
         :returns: how many were claimed here.
         """
         now = self._clock() if now is None else now
         with self._lock:
             self._looked_at = now
-            due = {}
-            # NOTE: kept in the order they were deferred: the due come first.
-            for uuid, entry in self._deferred.items():
-                if now - entry.since < self._defer_for:
-                    break
-                due[uuid] = entry
-            for uuid in due:
-                del self._deferred[uuid]
-        if not due:
+            due = self._due(self._deferred, now, self._defer_for)
+            releases = self._due(self._releases, now, self._defer_for)
+        if not due and not releases:
             return 0
-        uuids = sorted(due)
+        uuids = sorted(set(due) | set(releases))
         located = {}
         try:
             for start in range(0, len(uuids), _READ_AT_ONCE):
@@ -154,7 +180,13 @@ class InstanceInfoClaims:
             with self._lock:
                 for uuid, entry in due.items():
                     self._deferred.setdefault(uuid, entry)
+                for uuid, entry in releases.items():
+                    self._releases.setdefault(uuid, entry)
             raise
+        for uuid, entry in sorted(releases.items()):
+            for host, node in located.get(uuid, ()):
+                if host == entry.host and entry.node in (None, node):
+                    self._release(uuid, host, [node])
         claimed = 0
         for uuid, entry in sorted(due.items()):
             node = compat.field(entry.instance, "node")
@@ -225,13 +257,33 @@ class InstanceInfoClaims:
             ]:
                 del remembered[instance_uuid]
 
-    def deleted(self, host, instance_uuid):
-        """Release ``instance_uuid`` from ``host``."""
+    def deleted(self, host, instance_uuid, cast=False):
+        """Release ``instance_uuid`` from ``host``.
+
+        :param cast: the compute's cast (or a sync's), which every
+            scheduler process gets: unless this process made the
+            instance's claim, the release is deferred as a claim is
+            (``claim_deferred``), and made then only if the instance is
+            still claimed there.
+        """
         with self._lock:
             node = self._claimed.get(host, {}).pop(instance_uuid, None)
             self._missing.get(host, set()).discard(instance_uuid)
             self._deferred.pop(instance_uuid, None)
-        nodes = [node] if node else self._nodes_of_host(host)
+            mine = instance_uuid in self._mine
+            self._mine.discard(instance_uuid)
+            if cast and self._defer_for and not mine:
+                self._releases.setdefault(
+                    instance_uuid, _Release(host, node, self._clock())
+                )
+                return False
+        return self._release(
+            instance_uuid, host, [node] if node else self._nodes_of_host(host)
+        )
+
+    def _release(self, instance_uuid, host, nodes):
+        """Release ``instance_uuid`` from the first of ``nodes`` of
+        ``host`` it is claimed on; False if none."""
         for candidate in nodes:
             try:
                 if self._gs().release(instance_uuid, host, candidate):
@@ -277,7 +329,7 @@ class InstanceInfoClaims:
                 instances = ()
             self.updated(context, host, instances, resources_of, cast=True)
         for instance_uuid in sorted(release):
-            self.deleted(host, instance_uuid)
+            self.deleted(host, instance_uuid, cast=True)
 
     def _forget_lost(self, host):
         """Forget the claims this process remembers on ``host`` that the
@@ -387,6 +439,8 @@ class InstanceInfoClaims:
         with self._lock:
             self._claimed.setdefault(host, {})[instance_uuid] = node
             self._missing.get(host, set()).discard(instance_uuid)
+            if outcome is None or outcome.how != api.CLAIM_EXISTING:
+                self._mine.add(instance_uuid)
         if outcome is not None:
             LOG.debug(
                 "Claimed %s on %s/%s (%s)",

@@ -396,7 +396,9 @@ class GrantsHostManager(nova_host_manager.HostManager):
 
     def delete_instance_info(self, context, host_name, instance_uuid):
         super().delete_instance_info(context, host_name, instance_uuid)
-        self._guarded(self.instance_claims.deleted, host_name, instance_uuid)
+        self._guarded(
+            self.instance_claims.deleted, host_name, instance_uuid, True
+        )
 
     def sync_instance_info(self, context, host_name, instance_uuids):
         super().sync_instance_info(context, host_name, instance_uuids)

@@ -486,6 +486,57 @@ class TestInstanceInfoOfOtherWorkers(OtherWorkerTestCase):
         self.assertEqual(before, self.used("cmp2"))
 
 
+class TestReleasesOfOtherWorkers(OtherWorkerTestCase):
+    """A delete's cast reaches every worker too: the worker that claimed
+    the instance releases it at once, the others look later."""
+
+    @staticmethod
+    def counting_releases():
+        return mock.patch.object(
+            api.GrantScheduler,
+            "release",
+            autospec=True,
+            side_effect=api.GrantScheduler.release,
+        )
+
+    def claimed_by_both(self, host):
+        """A server the first worker granted and claimed, the other found
+        claimed (so each remembers it on its node)."""
+        server = self.scheduled(host)
+        self.cast(self.other, host, server)
+        self.cast(self.manager, host, server)
+        self.deferring.claim_deferred(now=time.monotonic() + 60)
+        self.assertIn(server.uuid, self.deferring.claimed(host))
+        return server
+
+    def test_the_claiming_worker_releases_the_other_only_looks(self):
+        before = self.used("cmp1")
+        server = self.claimed_by_both("cmp1")
+        with self.counting_releases() as releases:
+            self.other.delete_instance_info(self.admin, "cmp1", server.uuid)
+            self.manager.delete_instance_info(self.admin, "cmp1", server.uuid)
+        self.assertEqual(1, releases.call_count)
+        self.assertIs(self.gs, releases.call_args[0][0])
+        self.assertEqual(before, self.used("cmp1"))
+        self.assertEqual([server.uuid], self.deferring.deferred_releases())
+        with self.counting_releases() as releases:
+            self.deferring.claim_deferred(now=time.monotonic() + 120)
+        self.assertEqual(0, releases.call_count)
+        self.assertEqual([], self.deferring.deferred_releases())
+        self.assertEqual([], self.gs.check())
+
+    def test_a_release_the_claiming_worker_missed_is_made_later(self):
+        before = self.used("cmp2")
+        server = self.claimed_by_both("cmp2")
+        self.other.delete_instance_info(self.admin, "cmp2", server.uuid)
+        self.assertEqual(
+            before + api.Resources(2, 4096, 40), self.used("cmp2")
+        )
+        self.deferring.claim_deferred(now=time.monotonic() + 120)
+        self.assertEqual(before, self.used("cmp2"))
+        self.assertEqual([], self.gs.check())
+
+
 class TestDeferredClaimsInTheFollowerLoop(OtherWorkerTestCase):
     """In a class of its own: the worker's loops run on after it."""
 
