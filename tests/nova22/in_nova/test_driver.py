@@ -428,19 +428,20 @@ class OtherWorkerTestCase(ManagerTestCase):
         )
 
     @staticmethod
-    def counting_claims():
+    def counting(method):
+        """``GrantScheduler``'s ``method``, its calls counted."""
         return mock.patch.object(
             api.GrantScheduler,
-            "claim_instance",
+            method,
             autospec=True,
-            side_effect=api.GrantScheduler.claim_instance,
+            side_effect=getattr(api.GrantScheduler, method),
         )
 
 
 class TestInstanceInfoOfOtherWorkers(OtherWorkerTestCase):
     def test_the_granting_worker_claims_the_other_only_looks(self):
         server = self.scheduled("cmp1")
-        with self.counting_claims() as claims:
+        with self.counting("claim_instance") as claims:
             self.cast(self.other, "cmp1", server)
             self.cast(self.manager, "cmp1", server)
         # One claim, by the worker that granted it; the other deferred.
@@ -455,7 +456,7 @@ class TestInstanceInfoOfOtherWorkers(OtherWorkerTestCase):
         self.assertEqual(0, self.deferring.claim_deferred())
         self.assertEqual([server.uuid], self.deferring.deferred())
         later = time.monotonic() + 60
-        with self.counting_claims() as claims:
+        with self.counting("claim_instance") as claims:
             self.assertEqual(0, self.deferring.claim_deferred(now=later))
         self.assertEqual(0, claims.call_count)
         self.assertEqual([], self.deferring.deferred())
@@ -490,15 +491,6 @@ class TestReleasesOfOtherWorkers(OtherWorkerTestCase):
     """A delete's cast reaches every worker too: the worker that claimed
     the instance releases it at once, the others look later."""
 
-    @staticmethod
-    def counting_releases():
-        return mock.patch.object(
-            api.GrantScheduler,
-            "release",
-            autospec=True,
-            side_effect=api.GrantScheduler.release,
-        )
-
     def claimed_by_both(self, host):
         """A server the first worker granted and claimed, the other found
         claimed (so each remembers it on its node)."""
@@ -512,14 +504,14 @@ class TestReleasesOfOtherWorkers(OtherWorkerTestCase):
     def test_the_claiming_worker_releases_the_other_only_looks(self):
         before = self.used("cmp1")
         server = self.claimed_by_both("cmp1")
-        with self.counting_releases() as releases:
+        with self.counting("release") as releases:
             self.other.delete_instance_info(self.admin, "cmp1", server.uuid)
             self.manager.delete_instance_info(self.admin, "cmp1", server.uuid)
         self.assertEqual(1, releases.call_count)
         self.assertIs(self.gs, releases.call_args[0][0])
         self.assertEqual(before, self.used("cmp1"))
         self.assertEqual([server.uuid], self.deferring.deferred_releases())
-        with self.counting_releases() as releases:
+        with self.counting("release") as releases:
             self.deferring.claim_deferred(now=time.monotonic() + 120)
         self.assertEqual(0, releases.call_count)
         self.assertEqual([], self.deferring.deferred_releases())
