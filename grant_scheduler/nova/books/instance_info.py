@@ -13,8 +13,8 @@ the information arrives the instance runs.
 Claims and releases are idempotent per instance, so every scheduler
 process doing them (the casts are fanned out) is harmless; each process
 remembers what it has claimed, to skip repeats and to know an instance's
-node when a delete names only the host.  A repeat is still a transaction
-of two statements, once per scheduler worker and boot: on Nova 17-22 a
+node when a delete names only the host.  A repeat would still be a
+transaction of two statements per scheduler worker and boot, so a
 process claims at once only the instances it granted itself
 (``GrantedHere``), and defers the others (``defer_others``); after
 ``consume_interval`` it reads in one statement which of them are
@@ -96,9 +96,7 @@ class _Deferred:
 class InstanceInfoClaims:
     """Claims and releases from instance info, for one scheduler process."""
 
-    def __init__(
-        self, grant_scheduler, nodes_of_host, allocations=None, clock=None
-    ):
+    def __init__(self, grant_scheduler, nodes_of_host, allocations=None):
         """
         :param grant_scheduler: ``f()`` giving the ``GrantScheduler``.
         :param nodes_of_host: ``f(host)`` giving the names of the host's
@@ -118,7 +116,7 @@ class InstanceInfoClaims:
         self._deferred = {}  # instance uuid -> _Deferred
         self._releases = {}  # instance uuid -> _Release
         self._mine = set()  # instances whose claim this process made
-        self._clock = clock or time.monotonic
+        self._clock = time.monotonic
         self._looked_at = None  # when claim_deferred last ran
 
     def defer_others(self, granted_here, delay):
@@ -219,7 +217,8 @@ class InstanceInfoClaims:
         return True
 
     def claimed(self, host):
-        """``{instance uuid: node}`` this process claimed on ``host``."""
+        """``{instance uuid: node}`` this process claimed on ``host``, or
+        found claimed there (``claim_deferred``)."""
         with self._lock:
             return dict(self._claimed.get(host, {}))
 

@@ -404,8 +404,9 @@ class SchedulerParts:
 
     def _follow(self):
         """The follower loop's work: the live grants followed to their
-        instances, then the instance-info claims this process deferred
-        (``InstanceInfoClaims.claim_deferred``) made where still due."""
+        instances, then the instance-info claims and releases this process
+        deferred (``InstanceInfoClaims.claim_deferred``) made where still
+        due."""
         followed = self._grant_follower().run()
         claims = getattr(self.host_manager, "instance_claims", None)
         if claims is not None:

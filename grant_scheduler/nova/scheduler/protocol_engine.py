@@ -64,9 +64,6 @@ class ProtocolEngine:
         request_view, ranker = self._view(gs, context, spec_obj, request)
         try:
             selections = gs.schedule_request(request, view=request_view)
-            for instance_uuid in request.instance_uuids:
-                if instance_uuid is not None:
-                    parts.granted_here.note(instance_uuid)
         except api.NoValidHost as exc:
             rejected_by = parts.host_manager.rejected_by(spec_obj)
             if rejected_by is None:
@@ -74,6 +71,9 @@ class ProtocolEngine:
             raise compat.no_valid_host(
                 compat.NOT_ENOUGH_HOSTS, rejected_by
             ) from exc
+        for instance_uuid in request.instance_uuids:
+            if instance_uuid is not None:
+                parts.granted_here.note(instance_uuid)
         return selections, _host_state_of(ranker)
 
     def _as_stock(self, context, spec_obj, request):
