@@ -27,10 +27,11 @@ conductor; the conductor's instance in cell1, mapping and build request;
 the compute's claim (the instance's host and node, the compute node's
 usage) and the instance information the compute sends the schedulers,
 cast to every scheduler process as Nova's fanout cast reaches every
-worker (``Fanout``), from which grant_scheduler's host manager of each
-claims the instance, consuming its grant (the others' claims are
-repeats), as on Nova 22 by default (``compute_claim``: with the opt-in
-claiming virt driver the compute claims it first).  They start
+worker (``Fanout``), from which grant_scheduler's host manager claims
+the instance, consuming its grant (in the process that granted it; the
+others look later whether it is claimed), as on Nova 22 by default
+(``compute_claim``: with the opt-in claiming virt driver the compute
+claims it first).  They start
 together and write what each call did, with the CPU time each phase of a
 boot took (``Phases``).
 """
@@ -1330,11 +1331,11 @@ def schedule(
     compute's instance information (``update_instance_info``), cast (the
     boot does not wait for it) to this process's scheduler manager and,
     as Nova's fanout cast does, to every other scheduler process of the
-    run (``Fanout``), from which grant_scheduler's host manager of each
-    claims the instance: the process that granted it consumes its
-    grant, the others' claims are repeats.  The process ends once every
-    other process has said it sent its last boot's, and every cast it
-    was sent is handled.
+    run (``Fanout``), from which grant_scheduler's host manager claims
+    the instance: the process that granted it consumes its grant, the
+    others look a ``consume_interval`` later whether it is claimed.  The
+    process ends once every other process has said it sent its last
+    boot's, and every cast it was sent is handled.
     """
     import eventlet
     import oslo_messaging as messaging
