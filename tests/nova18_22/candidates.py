@@ -17,6 +17,7 @@ from unittest import mock
 from nova.scheduler.client import report
 
 from grant_scheduler.nova import compat
+from tests.nova18_22 import in_nova
 
 RELEASE = compat.release()
 TRAIT = "CUSTOM_GS_FAST"
@@ -301,17 +302,12 @@ class BuiltRequestsTests:
         consumer = str(uuid.uuid4())
         vcpus, memory, disk = self.flavor_amounts()
         resources = {"VCPU": vcpus, "MEMORY_MB": memory, "DISK_GB": disk}
-        self.placement_client.put(
-            "/allocations/%s" % consumer,
-            {
-                "allocations": {
-                    self.placement_provider(source): {"resources": resources}
-                },
-                "project_id": "project",
-                "user_id": "user",
-                "consumer_generation": None,
-            },
-            version="1.28",
+        in_nova.allocate_new_consumer(
+            self.placement_client,
+            consumer,
+            {self.placement_provider(source): resources},
+            "project",
+            "user",
         )
         version = "1.25" if RELEASE is not None and RELEASE < 19 else "1.28"
         request = {

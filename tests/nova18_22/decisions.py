@@ -164,10 +164,7 @@ class Decisions:
             self._sleep()
 
     def provider(self, host):
-        [found] = self.placement_client.get(
-            "/resource_providers?name=%s" % host
-        ).body["resource_providers"]
-        return found["uuid"]
+        return in_nova.provider_uuid(self.placement_client, host)
 
     def set_inventory(self, host, resource_class, **fields):
         """Change ``host``'s inventory of one class in placement, as an
@@ -500,15 +497,12 @@ class AlternateDecisions(Decisions):
     def hold_in_placement(self, host, resources):
         """Allocate ``resources`` of ``host`` to a consumer that is not a
         Nova instance."""
-        response = self.placement_client.put(
-            "/allocations/%s" % uuid.uuid4(),
-            {
-                "allocations": {self.provider(host): {"resources": resources}},
-                "project_id": str(uuid.uuid4()),
-                "user_id": str(uuid.uuid4()),
-                "consumer_generation": None,
-            },
-            version="1.28",
+        response = in_nova.allocate_new_consumer(
+            self.placement_client,
+            str(uuid.uuid4()),
+            {self.provider(host): resources},
+            str(uuid.uuid4()),
+            str(uuid.uuid4()),
         )
         self.assertEqual(204, response.status)
 

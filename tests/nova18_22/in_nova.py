@@ -65,6 +65,35 @@ def register_test_drivers(name):
     return name + ".DiskFakeDriver"
 
 
+def provider_uuid(placement_client, host):
+    """The uuid of ``host``'s provider in placement."""
+    [provider] = placement_client.get(
+        "/resource_providers?name=%s" % host
+    ).body["resource_providers"]
+    return provider["uuid"]
+
+
+def allocate_new_consumer(
+    placement_client, consumer, allocations, project_id, user_id
+):
+    """Allocate ``allocations`` (``{provider uuid: resources}``) to
+    ``consumer`` as a new consumer's, through placement's API as an
+    operator or another service does; placement's response."""
+    return placement_client.put(
+        "/allocations/%s" % consumer,
+        {
+            "allocations": {
+                rp: {"resources": resources}
+                for rp, resources in allocations.items()
+            },
+            "project_id": project_id,
+            "user_id": user_id,
+            "consumer_generation": None,
+        },
+        version="1.28",
+    )
+
+
 class GrantsHelpers:
     """Mixed into a ``GrantsTestBase`` with ``scheduler`` (the scheduler
     service), ``HOSTS``, ``post_server``, ``api`` (an admin's in every
@@ -444,10 +473,7 @@ class GrantsHelpers:
     # -- placement's records ----------------------------------------------
 
     def placement_provider(self, host):
-        [provider] = self.placement_client.get(
-            "/resource_providers?name=%s" % host
-        ).body["resource_providers"]
-        return provider["uuid"]
+        return provider_uuid(self.placement_client, host)
 
     def placement_usage(self, host):
         """``(VCPU, MEMORY_MB, DISK_GB)`` placement records on ``host``."""

@@ -344,14 +344,19 @@ class CellComputes:
     """One cell's compute nodes and compute services as Nova's objects,
     kept between requests and read as they change (see the module)."""
 
-    def __init__(self, timing, engine=nova_engine, clock=None, utcnow=None):
+    def __init__(
+        self, timing, engine=nova_engine, clock=None, utcnow=None, cell=None
+    ):
         """
         :param timing: ``Timing``.
         :param engine: ``f(cctxt)`` giving the cell's engine.
         :param clock: monotonic seconds (``time.monotonic``).
         :param utcnow: this process's UTC wall clock, naive as Nova's
             stamps (``timeutils.utcnow``).
+        :param cell: the cell's mapping (``self.cell``), for the reads
+            made outside a request (``read_due``'s caller targets it).
         """
+        self.cell = cell
         self._timing = timing
         self._engine = engine
         self._clock = clock or time.monotonic

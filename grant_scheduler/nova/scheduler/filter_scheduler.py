@@ -184,8 +184,11 @@ class GrantingPlacementClient:
         return getattr(self._client, name)
 
     def _placement_claim(self, context, consumer_uuid, request, *args, **kw):
-        """Nova's claim of ``request`` (a plain allocation request) in
-        placement, a new consumer's in one request where it can be."""
+        """Nova's claim of ``request`` (an allocation request, plain or
+        ``candidates.BuiltRequest``) in placement, a new consumer's in one
+        request where it can be."""
+        if isinstance(request, candidates.BuiltRequest):
+            request = request.plain()
         if self._claimed_as_new(context, consumer_uuid, request, args, kw):
             return True
         return self._client.claim_resources(
@@ -269,11 +272,7 @@ class GrantingPlacementClient:
         if outage.refuses:
             return False
         claimed = self._placement_claim(
-            context,
-            consumer_uuid,
-            alloc_request.plain() if built else alloc_request,
-            *args,
-            **kw,
+            context, consumer_uuid, alloc_request, *args, **kw
         )
         if claimed:
             # NOTE: only what placement took: a refused claim placed nothing.
@@ -299,11 +298,7 @@ class GrantingPlacementClient:
                 consumer_uuid,
             )
             return self._placement_claim(
-                context,
-                consumer_uuid,
-                alloc_request.plain() if built else alloc_request,
-                *args,
-                **kw,
+                context, consumer_uuid, alloc_request, *args, **kw
             )
         if not self._grants.grant(context, consumer_uuid, node, amount):
             if built and _lacks_a_class(node, amount):
@@ -315,11 +310,7 @@ class GrantingPlacementClient:
         try:
             with self._claiming.held(node.node_uuid):
                 claimed = self._placement_claim(
-                    context,
-                    consumer_uuid,
-                    alloc_request.plain() if built else alloc_request,
-                    *args,
-                    **kw,
+                    context, consumer_uuid, alloc_request, *args, **kw
                 )
         except BaseException:
             self._grants.withdraw(consumer_uuid)

@@ -184,9 +184,8 @@ class GrantsHostManager(nova_host_manager.HostManager):
         self._rejected_by = weakref.WeakKeyDictionary()
         self._timing = timing or computes_module.Timing.of(nova_conf.CONF)
         self._computes = {}
-        """``{cell uuid: computes.CellComputes}``."""
-        self._cells = {}
-        """``{cell uuid: cell mapping}`` of the cells read so far."""
+        """``{cell uuid: computes.CellComputes}`` of the cells read so
+        far, each with its cell mapping."""
         self._kept = {}
         """``{(host, node): (HostState, ComputeNode, Service, beat)}``,
         beat the service's heartbeat count (``CellComputes.beats``) as the
@@ -216,10 +215,9 @@ class GrantsHostManager(nova_host_manager.HostManager):
                         computes = self._computes.get(cell.uuid)
                         if computes is None:
                             computes = computes_module.CellComputes(
-                                self._timing
+                                self._timing, cell=cell
                             )
                             self._computes[cell.uuid] = computes
-                            self._cells[cell.uuid] = cell
                         nodes, cell_services = computes.read(cctxt)
             except Exception:  # noqa: BLE001 - as Nova: skip the cell
                 LOG.warning(
@@ -244,9 +242,7 @@ class GrantsHostManager(nova_host_manager.HostManager):
         read = 0
         for cell_uuid, computes in list(self._computes.items()):
             try:
-                with nova_context.target_cell(
-                    context, self._cells[cell_uuid]
-                ) as cctxt:
+                with nova_context.target_cell(context, computes.cell) as cctxt:
                     with self._kept_lock:
                         read += computes.read_due(cctxt, ahead)
             except Exception:  # noqa: BLE001 - as Nova: the next cell

@@ -22,6 +22,7 @@ from nova.tests.functional.api import client
 
 from grant_scheduler import api
 from grant_scheduler.nova.scheduler import filter_scheduler
+from tests.nova18_22 import in_nova
 from tests.nova22.in_nova import base
 
 # An image of Nova's GlanceFixture other than the one servers boot from.
@@ -191,19 +192,12 @@ class TestGrantsOfEndedSchedulers(base.GrantsTestBase):
         name = granter(claimed, emptier, emptier, slot)
         granter(unclaimed, emptier, emptier, slot)
         self.end(granter)
-        put = self.placement.put(
-            "/allocations/%s" % claimed,
-            {
-                "allocations": {
-                    self.placement_provider(emptier): {
-                        "resources": dict(slot.items())
-                    }
-                },
-                "project_id": "project",
-                "user_id": "user",
-                "consumer_generation": None,
-            },
-            version="1.28",
+        put = in_nova.allocate_new_consumer(
+            self.placement,
+            claimed,
+            {self.placement_provider(emptier): dict(slot.items())},
+            "project",
+            "user",
         )
         self.assertEqual(204, put.status)
         live = self.hold(first, first)
