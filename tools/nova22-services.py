@@ -57,6 +57,8 @@ FLAVOR = "gs1"
 SLOTS_PER_NODE = 2
 # Nova's own [grant_scheduler] reconcile_interval default; read, never set.
 RECONCILE_INTERVAL = 60
+# Failures spelled out at the end of the output.
+SHOWN_FAILURES = 8
 
 
 def log(msg, *args):
@@ -1292,8 +1294,15 @@ def main():
     failed = [
         f for r in results if not r.get("recorded") for f in r["failures"]
     ]
-    for f in failed:
+    # NOTE: the first few only, so that the end of a long output (CI keeps
+    # its head and tail) still shows them; the JSON has every one.
+    for f in failed[:SHOWN_FAILURES]:
         print("FAILED: %s" % f)
+    if len(failed) > SHOWN_FAILURES:
+        print(
+            "FAILED: and %d more (every one in %s)"
+            % (len(failed) - SHOWN_FAILURES, args.json)
+        )
     return 1 if failed else 0
 
 
