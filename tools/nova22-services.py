@@ -59,6 +59,38 @@ SLOTS_PER_NODE = 2
 RECONCILE_INTERVAL = 60
 # Failures spelled out at the end of the output.
 SHOWN_FAILURES = 8
+# Nova 22's default log levels, and its placement client's debug lines in
+# the schedulers: no move runs here, so a claim Nova's report client
+# doubles up ("Doubling-up allocation_request") is a request claimed twice.
+SCHEDULER_LOG_LEVELS = ",".join(
+    [
+        "amqp=WARN",
+        "amqplib=WARN",
+        "boto=WARN",
+        "qpid=WARN",
+        "sqlalchemy=WARN",
+        "suds=INFO",
+        "oslo.messaging=INFO",
+        "oslo_messaging=INFO",
+        "iso8601=WARN",
+        "requests.packages.urllib3.connectionpool=WARN",
+        "urllib3.connectionpool=WARN",
+        "websocket=WARN",
+        "requests.packages.urllib3.util.retry=WARN",
+        "urllib3.util.retry=WARN",
+        "keystonemiddleware=WARN",
+        "routes.middleware=WARN",
+        "stevedore=WARN",
+        "taskflow=WARN",
+        "keystoneauth=WARN",
+        "oslo.cache=INFO",
+        "oslo_policy=INFO",
+        "dogpile.core.dogpile=INFO",
+        "glanceclient=WARN",
+        "oslo.privsep.daemon=INFO",
+        "nova.scheduler.client.report=DEBUG",
+    ]
+)
 
 
 def log(msg, *args):
@@ -352,7 +384,9 @@ def log_evidence(scheduler):
     """What the scheduler services' logs say about the faults: the
     driver's outage warnings, RPC requests dropped at the broker restart,
     workers their launchers saw die, grants of the killed worker another
-    one withdrew."""
+    one withdrew, and claims Nova's placement client doubled up (a
+    consumer that already held allocations: no move runs here, so a
+    request claimed twice)."""
     counts = {
         "gs_database_failed": "grant_scheduler's database failed",
         "gs_database_back": "grant_scheduler's database is back",
@@ -361,6 +395,7 @@ def log_evidence(scheduler):
         "ended_workers_grants_withdrawn": (
             "has ended before it claimed in placement"
         ),
+        "claims_doubled_up": "Doubling-up allocation_request",
     }
     found = dict.fromkeys(counts, 0)
     logs = os.path.join(RUN, "logs")
@@ -410,6 +445,7 @@ class Cloud:
         self.procs = {}
         self.schedulers = []
         self.gs_db = None
+        self.checks = 0  # the checks made, each kept in the run's logs
 
     def nodes(self):
         return [
@@ -574,7 +610,10 @@ class Cloud:
                 "scheduler",
                 name,
                 self.conf_args(
-                    scheduler, name, "[DEFAULT]\nhost = %s\n" % name
+                    scheduler,
+                    name,
+                    "[DEFAULT]\nhost = %s\ndefault_log_levels = %s\n"
+                    % (name, SCHEDULER_LOG_LEVELS),
                 ),
             )
             names.append(name)
@@ -608,7 +647,14 @@ class Cloud:
 
     def check(self, scheduler):
         out = in_root("check", SPEC, scheduler, capture=True)
-        return json.loads(out.strip().splitlines()[-1])
+        state = json.loads(out.strip().splitlines()[-1])
+        self.checks += 1
+        path = os.path.join(
+            RUN, "logs", "check-%s-%d.json" % (scheduler, self.checks)
+        )
+        with open(path, "w") as f:
+            json.dump(state, f, indent=1, sort_keys=True)
+        return state
 
     def stop(self):
         for proc in self.procs.values():
@@ -1006,10 +1052,17 @@ class Run:
                 continue
             if node in nodes and vcpu_used != len(running.get(node, [])):
                 self.fail(
-                    "placement: %s VCPU used %s, Nova runs %d",
+                    "placement: %s VCPU used %s, Nova runs %d (%s); "
+                    "placement's consumers there: %s",
                     node,
                     vcpu_used,
                     len(running.get(node, [])),
+                    ", ".join(sorted(running.get(node, []))),
+                    ", ".join(
+                        "%s (%s)" % (a["consumer"], _whereabouts(a, state))
+                        for a in state["allocations"]
+                        if a["node"] == node and a["rc"] == "VCPU"
+                    ),
                 )
         if not books:
             return
@@ -1115,6 +1168,15 @@ class Run:
 
 
 FAULTS = ["kill-scheduler-worker", "restart-gs-mariadb", "restart-rabbitmq"]
+
+
+def _whereabouts(allocation, state):
+    """What Nova's cell records of an allocation's consumer: its state and
+    node, or that it has no live instance there."""
+    for inst in state["instances"]:
+        if inst["uuid"] == allocation["consumer"]:
+            return "%s on %s" % (inst["vm_state"], inst["node"])
+    return "no live instance in the cell"
 
 
 def run_scheduler(cloud, scheduler, args):
@@ -1291,6 +1353,9 @@ def main():
     if recorded:
         print("* recorded in %s by an earlier run" % args.json)
     print("wall: %.0f s" % wall)
+    for r in results:
+        if not r.get("recorded"):
+            print("logs (%s): %s" % (r["scheduler"], r.get("logs")))
     failed = [
         f for r in results if not r.get("recorded") for f in r["failures"]
     ]
