@@ -384,9 +384,10 @@ def log_evidence(scheduler):
     """What the scheduler services' logs say about the faults: the
     driver's outage warnings, RPC requests dropped at the broker restart,
     workers their launchers saw die, grants of the killed worker another
-    one withdrew, and claims Nova's placement client doubled up (a
+    one withdrew, claims Nova's placement client doubled up (a
     consumer that already held allocations: no move runs here, so a
-    request claimed twice)."""
+    request claimed twice), and replies the conductor had no call
+    waiting for."""
     counts = {
         "gs_database_failed": "grant_scheduler's database failed",
         "gs_database_back": "grant_scheduler's database is back",
@@ -399,6 +400,15 @@ def log_evidence(scheduler):
     }
     found = dict.fromkeys(counts, 0)
     logs = os.path.join(RUN, "logs")
+    # A reply the conductor had no call waiting for: a request answered
+    # twice (delivered twice), or after its call gave up.
+    found["replies_to_no_caller"] = 0
+    conductor = os.path.join(logs, "conductor.log")
+    if os.path.exists(conductor):
+        with open(conductor, errors="replace") as f:
+            found["replies_to_no_caller"] = sum(
+                "No calling threads waiting for msg_id" in line for line in f
+            )
     for name in os.listdir(logs):
         if not (
             name.endswith(".log") and name.startswith("sched-%s-" % scheduler)
