@@ -61,8 +61,7 @@ RECONCILE_INTERVAL = 60
 # Failures spelled out at the end of the output.
 SHOWN_FAILURES = 8
 # Nova 22's default log levels, and its placement client's debug lines in
-# the schedulers: no move runs here, so a claim Nova's report client
-# doubles up ("Doubling-up allocation_request") is a request claimed twice.
+# the schedulers (``DOUBLED_UP``).
 SCHEDULER_LOG_LEVELS = ",".join(
     [
         "amqp=WARN",
@@ -381,14 +380,28 @@ def percentile(ordered, p):
     return round(ordered[min(len(ordered) - 1, int(p * len(ordered)))], 2)
 
 
+# Nova's placement client, claiming for a consumer that already holds
+# allocations (no move runs here: a request claimed twice).
+DOUBLED_UP = "Doubling-up allocation_request"
+
+
+def _log_lines(prefix=""):
+    """The lines of the run's service logs whose file name starts with
+    ``prefix``."""
+    logs = os.path.join(RUN, "logs")
+    for name in sorted(os.listdir(logs)):
+        if name.endswith(".log") and name.startswith(prefix):
+            with open(os.path.join(logs, name), errors="replace") as f:
+                yield from f
+
+
 def log_evidence(scheduler):
     """What the scheduler services' logs say about the faults: the
     driver's outage warnings, RPC requests dropped at the broker restart,
     workers their launchers saw die, grants of the killed worker another
-    one withdrew, claims Nova's placement client doubled up (a
-    consumer that already held allocations: no move runs here, so a
-    request claimed twice), and replies the conductor had no call
-    waiting for."""
+    one withdrew, claims Nova's placement client doubled up; and the
+    replies the conductor had no call waiting for (a request answered
+    twice, or after its call gave up)."""
     counts = {
         "gs_database_failed": "grant_scheduler's database failed",
         "gs_database_back": "grant_scheduler's database is back",
@@ -397,29 +410,17 @@ def log_evidence(scheduler):
         "ended_workers_grants_withdrawn": (
             "has ended before it claimed in placement"
         ),
-        "claims_doubled_up": "Doubling-up allocation_request",
+        "claims_doubled_up": DOUBLED_UP,
     }
     found = dict.fromkeys(counts, 0)
-    logs = os.path.join(RUN, "logs")
-    # A reply the conductor had no call waiting for: a request answered
-    # twice (delivered twice), or after its call gave up.
-    found["replies_to_no_caller"] = 0
-    conductor = os.path.join(logs, "conductor.log")
-    if os.path.exists(conductor):
-        with open(conductor, errors="replace") as f:
-            found["replies_to_no_caller"] = sum(
-                "No calling threads waiting for msg_id" in line for line in f
-            )
-    for name in os.listdir(logs):
-        if not (
-            name.endswith(".log") and name.startswith("sched-%s-" % scheduler)
-        ):
-            continue
-        with open(os.path.join(logs, name), errors="replace") as f:
-            for line in f:
-                for key, text in counts.items():
-                    if text in line:
-                        found[key] += 1
+    for line in _log_lines("sched-%s-" % scheduler):
+        for key, text in counts.items():
+            if text in line:
+                found[key] += 1
+    found["replies_to_no_caller"] = sum(
+        "No calling threads waiting for msg_id" in line
+        for line in _log_lines("conductor.")
+    )
     return found
 
 
@@ -433,25 +434,20 @@ def delivered_twice():
     acknowledgement the broker lost comes again (durable queues keep it),
     to the conductor (its second bury in cell0: "already mapped to cell")
     or to a scheduler (Nova's placement client then doubles the claim up
-    with the first one's: "Doubling-up allocation_request", no move
-    running here).  Nova's own outcome, whatever the driver; the request
-    of a log line found by its request id where no instance is named."""
-    logs = os.path.join(RUN, "logs")
+    with the first one's: ``DOUBLED_UP``).  Nova's own outcome, whatever
+    the driver; the request of a log line found by its request id where
+    no instance is named."""
     instances, doubled = set(), set()
     of_request = {}
-    for name in sorted(os.listdir(logs)):
-        if not name.endswith(".log"):
-            continue
-        with open(os.path.join(logs, name), errors="replace") as f:
-            for line in f:
-                request = _REQUEST.search(line)
-                instance = _INSTANCE.search(line)
-                if request and instance:
-                    of_request[request.group(1)] = instance.group(1)
-                if "already mapped to cell" in line and instance:
-                    instances.add(instance.group(1))
-                if "Doubling-up allocation_request" in line and request:
-                    doubled.add(request.group(1))
+    for line in _log_lines():
+        request = _REQUEST.search(line)
+        instance = _INSTANCE.search(line)
+        if request and instance:
+            of_request[request.group(1)] = instance.group(1)
+        if "already mapped to cell" in line and instance:
+            instances.add(instance.group(1))
+        if DOUBLED_UP in line and request:
+            doubled.add(request.group(1))
     return instances | {of_request[r] for r in doubled if r in of_request}
 
 
