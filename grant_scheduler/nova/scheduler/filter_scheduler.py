@@ -35,6 +35,7 @@ grants it (``GrantingPlacementClient.claim_resources``).
 Only imported when Nova 17-22 is.
 """
 
+import collections
 import contextlib
 import dataclasses
 import inspect
@@ -344,6 +345,51 @@ class _UsageRead:
         self.capacity = None
 
 
+def _room(state, others, amount):
+    """``NodeGrants.has_room``'s answer for a node of the books: the test
+    of HostState.fits with usage plus ``others`` and no live grants,
+    without building that state."""
+    capacity = state.capacity
+    offered = capacity.inventories
+    if any(name not in offered for name in amount):
+        return None
+    if not capacity.admits(amount):
+        return False
+    used, limit = state.used, state.limit
+    return all(
+        used[name] + others[name] + value <= limit[name]
+        for name, value in amount.items()
+    )
+
+
+class _Verdicts:
+    """``has_room``'s answers by amount, then by node uuid: ``(state,
+    others, answer)``, the answer valid while the node's row and what
+    placement holds beyond it are those objects.  The answers of the
+    last ``amounts`` amounts asked are kept (a cloud's flavours)."""
+
+    def __init__(self, amounts=8):
+        self._amounts = amounts
+        self._by_amount = collections.OrderedDict()
+        self._last = (None, None)
+        self._lock = threading.Lock()
+
+    def of(self, amount):
+        """``{node uuid: (state, others, answer)}`` for ``amount``."""
+        last, verdicts = self._last
+        if amount is last:
+            return verdicts
+        with self._lock:
+            verdicts = self._by_amount.pop(amount, None)
+            if verdicts is None:
+                verdicts = {}
+            self._by_amount[amount] = verdicts
+            while len(self._by_amount) > self._amounts:
+                self._by_amount.popitem(last=False)
+            self._last = (amount, verdicts)
+        return verdicts
+
+
 class NodeGrants:
     """Grants on the node Nova's FilterScheduler chose, for one process."""
 
@@ -386,6 +432,7 @@ class NodeGrants:
         self._granted_here = granted_here
         self._reads = {}  # node uuid -> the last _UsageRead of it
         self._by_uuid = {}
+        self._verdicts = _Verdicts()
         self.outage = outage or outage_module.Outage(
             outage_module.SCHEDULE, lambda: None
         )
@@ -425,23 +472,20 @@ class NodeGrants:
         state = self._by_uuid.get(node_uuid)
         if state is None:
             return True
-        capacity = state.capacity
-        offered = capacity.inventories
-        if any(name not in offered for name in amount):
-            return None
         others = (
             api.NOTHING if self._others is None else self._others(node_uuid)
         )
-        # NOTE: asked of every node a request may be offered: the test of
-        # HostState.fits with usage plus ``others`` and no live grants,
-        # without building that state.
-        if not capacity.admits(amount):
-            return False
-        used, limit = state.used, state.limit
-        return all(
-            used[name] + others[name] + value <= limit[name]
-            for name, value in amount.items()
-        )
+        # NOTE: asked of every node a request may be offered, a thousand
+        # times a request at the default max_placement_results: a node's
+        # answer is kept while its row and ``others`` are the same objects
+        # (both are replaced, never changed, when they change).
+        verdicts = self._verdicts.of(amount)
+        kept = verdicts.get(node_uuid)
+        if kept is not None and kept[0] is state and kept[1] is others:
+            return kept[2]
+        verdict = _room(state, others, amount)
+        verdicts[node_uuid] = (state, others, verdict)
+        return verdict
 
     def placement_has_room(self, context, node_uuid, amount, since=None):
         """Whether placement has room for ``amount`` on the node now, as

@@ -87,7 +87,10 @@ class TestAlternatesUsageReads(unittest.TestCase):
     def test_placement_not_answering_leaves_the_books_to_decide(self):
         self.usage = None
         self.assertTrue(self.grants.placement_has_room(None, "a", self.one))
-        self.grants._by_uuid["a"].used = api.Resources(4, 0, 0)
+        # NOTE: the view replaces a row that changed; it never changes one.
+        self.grants._by_uuid["a"] = dataclasses.replace(
+            self.grants._by_uuid["a"], used=api.Resources(4, 0, 0)
+        )
         self.assertFalse(self.grants.placement_has_room(None, "a", self.one))
 
 
@@ -150,3 +153,43 @@ class TestBooksRoom(unittest.TestCase):
         # NOTE: the draw reaches every answer.
         self.assertEqual({None, True, False}, answers)
         self.assertIs(True, grants.has_room("not known", amount))
+
+    def test_an_answer_follows_the_row_and_placement(self):
+        """An answer is kept for the next request only while the node's
+        row and what placement holds beyond it are the same: the view and
+        the look replace them when they change."""
+        others = {}
+        grants = filter_scheduler.NodeGrants(
+            lambda: None,
+            None,
+            others=lambda uuid: others.get(uuid, api.NOTHING),
+        )
+        state = api.HostState(
+            1,
+            "host1",
+            "node1",
+            api.Capacity.of({"VCPU": api.Inventory(total=4)}),
+            api.Resources.of({"VCPU": 2}),
+            node_uuid="a",
+        )
+        grants._by_uuid = {"a": state}
+        two = api.Resources.of({"VCPU": 2})
+        three = api.Resources.of({"VCPU": 3})
+        self.assertIs(True, grants.has_room("a", two))
+        self.assertIs(False, grants.has_room("a", three))
+        # An equal amount of another request, after another amount.
+        self.assertIs(
+            True, grants.has_room("a", api.Resources.of({"VCPU": 2}))
+        )
+        # Another scheduler's grant, read by the view: a new row.
+        grants._by_uuid = {
+            "a": dataclasses.replace(state, used=api.Resources.of({"VCPU": 3}))
+        }
+        self.assertIs(False, grants.has_room("a", two))
+        # The row as it was, and placement holding one more beyond it.
+        grants._by_uuid = {"a": state}
+        self.assertIs(True, grants.has_room("a", two))
+        others["a"] = api.Resources.of({"VCPU": 1})
+        self.assertIs(False, grants.has_room("a", two))
+        del others["a"]
+        self.assertIs(True, grants.has_room("a", two))

@@ -6,7 +6,9 @@ import time
 
 from nova import context as nova_context
 from nova import objects
+from nova.scheduler import host_manager as nova_host_manager
 
+from grant_scheduler.nova.scheduler import computes
 from tests.nova22.in_nova import base
 
 
@@ -167,3 +169,18 @@ class TestKeptHostStates(base.GrantsTestBase):
         self.assertGreaterEqual(
             states["host1"].service["last_seen_up"], seen.last_seen_up
         )
+        # The rest as HostState.update(service=dict(service)) sets it.
+        now = objects.Service.get_by_compute_host(context, "host1")
+        self.assertIsInstance(
+            states["host1"].service, nova_host_manager.ReadOnlyDict
+        )
+        beat = set(computes.HEARTBEAT)
+        self.assertEqual(
+            {k: v for k, v in dict(now).items() if k not in beat},
+            {
+                k: v
+                for k, v in states["host1"].service.items()
+                if k not in beat
+            },
+        )
+        self.assertEqual(set(dict(now)), set(states["host1"].service))
