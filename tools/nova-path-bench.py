@@ -45,6 +45,9 @@ and grant_scheduler's books are emptied.  One row per run:
   the scheduler processes (``cloud.Phases``);
 * ``plc cpu``: placement's CPU per placed boot (its service's processes,
   user and system time, from the start signal to the end of the run);
+* ``db cpu``: the MariaDB server's CPU per placed boot, the same way (every
+  database's statements: Nova's records, placement's, grant_scheduler's,
+  the heartbeats'; ``nan`` where the server runs on another machine);
 * ``nova sql``, ``gs sql``: statements per boot on Nova's databases and on
   grant_scheduler's, in the scheduler processes (records included;
   placement's are in its service);
@@ -56,8 +59,10 @@ and grant_scheduler's books are emptied.  One row per run:
   grant_scheduler in its books too.
 
 The last lines give grant_scheduler's ratios to stock, per size and
-number of callers, and stock's CPU per boot (scheduler and placement)
-over grant_scheduler's.  ``--json PATH`` writes the rows (with the
+number of callers, stock's CPU per boot (scheduler and placement) over
+grant_scheduler's, and each system's CPU per boot on the whole machine:
+the scheduler processes' (every phase, the records' among them),
+placement's and MariaDB's.  ``--json PATH`` writes the rows (with the
 statements and CPU of every phase: ``records``, ``scheduler`` and
 ``other``, the processes' own loops and eventlet's hub; grant_scheduler's
 part of the records apart, as ``records: claim`` and ``records: instance
@@ -323,6 +328,11 @@ def measure(
             phase: seconds * 1000 / boots for phase, seconds in cpu.items()
         },
         "placement_cpu_ms": result["placement_cpu_s"] * 1000 / boots,
+        "database_cpu_ms": (
+            float("nan")
+            if result["database_cpu_s"] is None
+            else result["database_cpu_s"] * 1000 / boots
+        ),
         "nova_sql_per_boot": sum(nova_sql.values()) / boots,
         "gs_sql_per_boot": sum(gs_sql.values()) / boots,
         "nova_sql_by_phase": {p: n / boots for p, n in nova_sql.items()},
@@ -339,13 +349,14 @@ def measure(
 def table(rows):
     head = (
         "system  nodes  proc  C  placed  boots/s    p50    p99  rec ms"
-        "  cpu ms  plc cpu  nova sql  gs sql  http  nvh  nvh room  over"
+        "  cpu ms  plc cpu  db cpu  nova sql  gs sql  http  nvh  nvh room"
+        "  over"
     )
     lines = [head, "-" * len(head)]
     for r in rows:
         lines.append(
             "%-6s  %5d  %4d  %1d  %6d  %7.2f  %5.0f  %5.0f  %6.0f  %6.1f"
-            "  %7.1f  %8.1f  %6.1f  %4.1f  %3d  %8d  %4d"
+            "  %7.1f  %6.1f  %8.1f  %6.1f  %4.1f  %3d  %8d  %4d"
             % (
                 r["system"],
                 r["nodes"],
@@ -358,6 +369,7 @@ def table(rows):
                 r["records_ms"],
                 r["cpu_ms"],
                 r["placement_cpu_ms"],
+                r.get("database_cpu_ms", float("nan")),
                 r["nova_sql_per_boot"],
                 r["gs_sql_per_boot"],
                 r["http_per_boot"],
@@ -374,10 +386,14 @@ def table(rows):
             continue
         stock_cpu = stock["cpu_ms"] + stock["placement_cpu_ms"]
         ours_cpu = r["cpu_ms"] + r["placement_cpu_ms"]
+        stock_all, ours_all = _machine_cpu(stock), _machine_cpu(r)
         lines.append(
             "%d nodes, C=%d: grant_scheduler %.2fx stock's boots/s, "
             "p50 %.2fx, p99 %.2fx; CPU per boot, scheduler + placement: "
-            "stock %.1f ms, grant_scheduler %.1f ms, stock/ours %.2fx"
+            "stock %.1f ms, grant_scheduler %.1f ms, stock/ours %.2fx; "
+            "on the whole machine (scheduler processes + placement + "
+            "MariaDB): stock %.0f (%.0f + %.0f + %.0f) ms, grant_scheduler "
+            "%.0f (%.0f + %.0f + %.0f) ms"
             % (
                 nodes,
                 callers,
@@ -387,9 +403,23 @@ def table(rows):
                 stock_cpu,
                 ours_cpu,
                 stock_cpu / ours_cpu if ours_cpu else float("nan"),
+                sum(stock_all),
+                *stock_all,
+                sum(ours_all),
+                *ours_all,
             )
         )
     return "\n".join(lines)
+
+
+def _machine_cpu(row):
+    """A row's CPU per boot: its scheduler processes' (every phase),
+    placement's and MariaDB's."""
+    return (
+        sum(row["cpu_ms_by_phase"].values()),
+        row["placement_cpu_ms"],
+        row.get("database_cpu_ms", float("nan")),
+    )
 
 
 def main(argv):

@@ -93,6 +93,9 @@ HOST_MANAGER = "host-manager"
 VIRT_DRIVER = "virt-driver"
 COMPUTE_CLAIMS = (HOST_MANAGER, VIRT_DRIVER)
 
+# The names of the MariaDB server's process (``Cloud.database_cpu``).
+DATABASE_SERVERS = ("mariadbd", "mysqld")
+
 # Nova's databases, each a throw-away MariaDB database of its own.
 NOVA_DATABASES = ("api", "cell0", "cell1")
 
@@ -351,6 +354,25 @@ class Cloud:
         process and every worker under it."""
         return sum(map(_process_cpu, _descendants(self._placement.pid)))
 
+    def database_cpu(self):
+        """Seconds of CPU the database servers on this machine (MariaDB's,
+        which holds every database of a run) have used so far, or None
+        where none is seen (a server on another machine)."""
+        servers = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open("/proc/%s/comm" % entry) as f:
+                    name = f.read().strip()
+            except OSError:
+                continue
+            if name in DATABASE_SERVERS:
+                servers.append(int(entry))
+        if not servers:
+            return None
+        return sum(map(_process_cpu, servers))
+
     def _wait_for_placement(self, timeout=60):
         deadline = time.monotonic() + timeout
         while True:
@@ -419,7 +441,10 @@ class Cloud:
         last process's last boot (its records and casts done: the
         processes' exit aside); ``placement_cpu_s``, the CPU seconds
         placement's service used
-        from the start signal to the last process's end; ``start_s``, the
+        from the start signal to the last process's end;
+        ``database_cpu_s``, the same of the MariaDB server's process (every
+        database's statements, the heartbeats' among them; None where the
+        server is not on this machine); ``start_s``, the
         seconds the processes took to be ready, and ``start_steps_s``, per
         process, the seconds its start's steps took (``periodic tasks``:
         Nova's manager's, the driver's among them; ``instance info``: the
@@ -466,6 +491,7 @@ class Cloud:
                     raise AssertionError("scheduler processes not ready")
                 time.sleep(0.1)
             placement_cpu = self.placement_cpu()
+            database_cpu = self.database_cpu()
             started = time.monotonic()
             start = started - spawned
             open(go, "w").close()
@@ -473,6 +499,8 @@ class Cloud:
                 proc.wait(timeout=timeout)
             wall = time.monotonic() - started
             placement_cpu = self.placement_cpu() - placement_cpu
+            if database_cpu is not None:
+                database_cpu = self.database_cpu() - database_cpu
         finally:
             for proc in procs:
                 if proc.poll() is None:
@@ -484,6 +512,7 @@ class Cloud:
             "start_s": start,
             "wall_s": wall,
             "placement_cpu_s": placement_cpu,
+            "database_cpu_s": database_cpu,
             "calls": [],
             "counts": [],
             "cpu": [],
