@@ -47,7 +47,8 @@ and grant_scheduler's books are emptied.  One row per run:
   user and system time, from the start signal to the end of the run);
 * ``db cpu``: the MariaDB server's CPU per placed boot, the same way (every
   database's statements: Nova's records, placement's, grant_scheduler's,
-  the heartbeats'; ``nan`` where the server runs on another machine);
+  the heartbeats', and any other client's of that server meanwhile;
+  ``nan`` where the server runs on another machine);
 * ``nova sql``, ``gs sql``: statements per boot on Nova's databases and on
   grant_scheduler's, in the scheduler processes (records included;
   placement's are in its service);
@@ -369,7 +370,7 @@ def table(rows):
                 r["records_ms"],
                 r["cpu_ms"],
                 r["placement_cpu_ms"],
-                r.get("database_cpu_ms", float("nan")),
+                r["database_cpu_ms"],
                 r["nova_sql_per_boot"],
                 r["gs_sql_per_boot"],
                 r["http_per_boot"],
@@ -418,7 +419,7 @@ def _machine_cpu(row):
     return (
         sum(row["cpu_ms_by_phase"].values()),
         row["placement_cpu_ms"],
-        row.get("database_cpu_ms", float("nan")),
+        row["database_cpu_ms"],
     )
 
 
