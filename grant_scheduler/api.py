@@ -369,7 +369,13 @@ class GrantScheduler:
 
     @_edge
     def claim_instance(
-        self, instance_uuid, host, node, resources_of, request_id=None
+        self,
+        instance_uuid,
+        host,
+        node,
+        resources_of,
+        request_id=None,
+        granted=None,
     ):
         """Claim an arriving instance as every compute-side path does: by
         its grant when it holds one there (the grant's amount, which is
@@ -377,6 +383,12 @@ class GrantScheduler:
         ``resources_of()``, called only then and at most once, inside the
         claim's one transaction before it locks anything (it may read the
         books).
+
+        :param granted: the ``Resources`` this process granted the
+            instance, when it did (a scheduler claiming from the compute's
+            instance information): its grant of that amount is consumed
+            without reading the amount back.  A grant of another amount is
+            claimed as without it.
 
         :returns: a ``storage.ClaimOutcome``.
         :raises ClaimRejected: no grant, and it does not fit.
@@ -388,6 +400,11 @@ class GrantScheduler:
             request_id=validate.name("request_id", request_id, optional=True),
             resources_of=lambda: validate.resources_object(
                 resources_of(), "resources"
+            ),
+            granted=(
+                None
+                if granted is None
+                else validate.resources_object(granted, "granted")
             ),
         )
 

@@ -53,6 +53,7 @@ class ClaimAgent:
         resources=None,
         request_id=None,
         resources_of=None,
+        granted=None,
     ):
         """Count ``instance_uuid`` in the node's usage.
 
@@ -71,6 +72,7 @@ class ClaimAgent:
                     resources,
                     request_id,
                     resources_of,
+                    granted,
                 ),
                 before_commit=lambda: self.hooks.fire(
                     "claim_written", instance_uuid=instance_uuid

@@ -65,6 +65,11 @@ class Build:
     only when it holds no grant on the node (a Nova compute's claim, whose
     amount costs a query of Nova's records), and at most once per claim
     (``asked_once``)."""
+    granted: Resources = None
+    """With ``resources`` None: the amount the claiming process granted
+    the instance, when it did.  A grant of exactly that amount is consumed
+    without its amount being read back (a statement fewer on MySQL); a
+    grant of another amount is found and trusted as without it."""
 
 
 def asked_once(f):

@@ -361,8 +361,11 @@ def _claim_in_one(conn, db, host_id, build):
 def _by_own_grant(conn, db, host_id, build, before_commit):
     """The common claim, for a node whose id is known: consume the
     instance's grant (of ``build.resources``, or of any amount when the
-    claim trusts its grant), move it into usage, write the claim; None,
-    nothing written, when the instance has no such grant there.
+    claim trusts its grant; of ``build.granted`` where the claiming
+    process took it, whose amount then needs no reading back), move it
+    into usage, write the claim; None, nothing written, when the instance
+    has no such grant there (the general claim then finds a grant of
+    another amount and trusts it).
 
     On PostgreSQL that is one statement when the instance has no other
     live grant and the node's books have every class of the amount
@@ -385,7 +388,11 @@ def _by_own_grant(conn, db, host_id, build, before_commit):
                 amount, ticket, storage.CLAIM_BY_GRANT, host_id=host_id
             )
     consumed = _consume_own_grant(
-        conn, db, host_id, instance_uuid, build.resources
+        conn,
+        db,
+        host_id,
+        instance_uuid,
+        build.resources if build.resources is not None else build.granted,
     )
     if consumed is None:
         return None

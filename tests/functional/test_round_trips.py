@@ -9,7 +9,9 @@ PostgreSQL (the grant consumed, the node's row locked and its mark moved,
 its inventory rows and the claim's ``INSERT``, one chain of
 data-modifying CTEs) and five on MySQL (the grant consumed, the amount
 read back by the ticket, the node's row and mark, its inventory rows, the
-claim's ``INSERT``), one commit each for the grant and the claim; a claim
+claim's ``INSERT``; four when the claiming scheduler process gives the
+amount it granted, which is then not read back), one commit each for the
+grant and the claim; a claim
 without a grant one transaction too (it finds no grant, asks the amount
 once, and re-checks the node with it).  SQLite counts its ``BEGIN`` as a
 statement and reads the ticket back with a ``SELECT``.
@@ -29,6 +31,9 @@ ONE = api.Resources(1, 1024, 10)
 
 # (view, grant, claim) statements of the steady state, per backend.
 EXPECTED = {"sqlite": (2, 4, 5), "mysql": (1, 3, 5), "postgresql": (1, 3, 1)}
+# The same claim made by the scheduler process that took the grant, which
+# gives the grant's amount (``granted``): MySQL need not read it back.
+GRANTED = {"sqlite": 5, "mysql": 4, "postgresql": 1}
 # A repeated claim (every scheduler follows the compute's instance info):
 # its grant looked for (consumed: none found), then the node's live grants
 # of the instance and its claim, found by one statement, in one
@@ -133,6 +138,75 @@ class RoundTrips(base.DatabaseTestCase):
                 self.sched_counts["commits"] - before["commits"],
             ),
         )
+
+    def test_the_granting_process_claims_without_reading_the_amount(self):
+        """The claim a scheduler process makes from the instance
+        information of an instance it granted, giving the grant's
+        amount."""
+        self.place()  # the schema checked
+        instance_uuid = str(uuid.uuid4())
+        [selection] = self.sched.schedule(
+            ONE.vcpus,
+            ONE.memory_mb,
+            ONE.disk_gb,
+            instance_uuids=[instance_uuid],
+        )
+        before = dict(self.sched_counts)
+        outcome = self.sched.claim_instance(
+            instance_uuid,
+            selection.host,
+            selection.node,
+            self.fail,
+            granted=ONE,
+        )
+        self.assertEqual(
+            ("grant", GRANTED[self.db.dialect_name] + PINGS, 1),
+            (
+                outcome.how,
+                self.sched_counts["statements"] - before["statements"],
+                self.sched_counts["commits"] - before["commits"],
+            ),
+        )
+        self.assertEqual(ONE, outcome.resources)
+        self.assertEqual([], self.sched.check())
+
+    def test_a_grant_of_another_amount_is_claimed_as_granted(self):
+        # The amount given is not the grant's (another grant of the
+        # instance since): the grant is found and its own amount counted.
+        self.place()  # the schema checked
+        instance_uuid = str(uuid.uuid4())
+        [selection] = self.sched.schedule(
+            ONE.vcpus,
+            ONE.memory_mb,
+            ONE.disk_gb,
+            instance_uuids=[instance_uuid],
+        )
+        used = {
+            (h.state.host, h.state.node): h.state.used
+            for h in self.sched.hosts()
+        }[(selection.host, selection.node)]
+        outcome = self.sched.claim_instance(
+            instance_uuid,
+            selection.host,
+            selection.node,
+            self.fail,
+            granted=ONE + ONE,
+        )
+        self.assertEqual(("grant", ONE), (outcome.how, outcome.resources))
+        after = {
+            (h.state.host, h.state.node): h.state.used
+            for h in self.sched.hosts()
+        }[(selection.host, selection.node)]
+        self.assertEqual(used + ONE, after)
+        self.assertEqual(
+            {"consumed"},
+            {
+                g.state
+                for g in self.sched.grants()
+                if g.instance_uuid == instance_uuid
+            },
+        )
+        self.assertEqual([], self.sched.check())
 
     def test_a_claim_without_a_grant_asks_its_amount_once(self):
         # The schema checked, and the node's id known to the compute side.

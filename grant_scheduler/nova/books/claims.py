@@ -93,19 +93,28 @@ def _held_there(amount, offered):
     return amount.map(lambda name, value: value if name in offered else 0)
 
 
-def claim(gs, instance_uuid, host, node, resources_of, request_id=None):
+def claim(
+    gs, instance_uuid, host, node, resources_of, request_id=None, granted=None
+):
     """Count an instance on ``host``/``node``.
 
     :param resources_of: ``f()`` giving the instance's ``Resources``,
         called only when it has no grant there.
     :param request_id: its request's id, for grants written without an
         instance uuid (Nova 13-14 multi-create).
+    :param granted: the amount of the grant this process took for it,
+        where it did (``GrantScheduler.claim_instance``).
     :returns: the ``ClaimOutcome``.
     :raises ClaimRejected: no grant, and it does not fit.
     :raises UnknownHost: the node never reported.
     """
     return gs.claim_instance(
-        instance_uuid, host, node, resources_of, request_id=request_id
+        instance_uuid,
+        host,
+        node,
+        resources_of,
+        request_id=request_id,
+        granted=granted,
     )
 
 

@@ -62,19 +62,26 @@ class GrantedHere:
         self._lock = threading.Lock()
         self._granted = collections.OrderedDict()
 
-    def note(self, instance_uuid):
-        """This process took a grant for ``instance_uuid``."""
+    def note(self, instance_uuid, amount=None):
+        """This process took a grant for ``instance_uuid``, of ``amount``
+        (``Resources``) where the caller knows it."""
         with self._lock:
-            self._granted[instance_uuid] = True
+            self._granted[instance_uuid] = amount
             self._granted.move_to_end(instance_uuid)
             while len(self._granted) > self._limit:
                 self._granted.popitem(last=False)
 
     def take(self, instance_uuid):
-        """Whether this process granted ``instance_uuid`` (forgotten
-        then)."""
+        """``(granted, amount)``: whether this process granted
+        ``instance_uuid``, and the amount noted (forgotten then)."""
         with self._lock:
-            return self._granted.pop(instance_uuid, None) is not None
+            amount = self._granted.pop(instance_uuid, _NOT_NOTED)
+        if amount is _NOT_NOTED:
+            return False, None
+        return True, amount
+
+
+_NOT_NOTED = object()
 
 
 @dataclasses.dataclass
@@ -201,9 +208,17 @@ class InstanceInfoClaims:
                 claimed += 1
         return claimed
 
+    def _granted(self, instance_uuid):
+        """``GrantedHere.take``'s answer, or ``(False, None)`` where this
+        process notes nothing."""
+        if self._granted_here is None:
+            return False, None
+        return self._granted_here.take(instance_uuid)
+
     def _defers(self, context, host, instance, resources_of):
-        """Defer ``instance``'s claim unless this process granted it."""
-        if not self._defer_for or self._granted_here.take(instance.uuid):
+        """Defer the claim of ``instance``, which this process did not
+        grant."""
+        if not self._defer_for:
             return False
         with self._lock:
             if instance.uuid in self._claimed.get(host, {}):
@@ -235,9 +250,14 @@ class InstanceInfoClaims:
             at them as often when no cast comes).
         """
         for instance in instances:
-            if cast and self._defers(context, host, instance, resources_of):
-                continue
-            self._claim(context, host, instance, resources_of)
+            granted = None
+            if cast:
+                here, granted = self._granted(instance.uuid)
+                if not here and self._defers(
+                    context, host, instance, resources_of
+                ):
+                    continue
+            self._claim(context, host, instance, resources_of, granted)
         if cast and self._defer_for:
             # NOTE: once per consume_interval at most, however many casts
             # come meanwhile: one read for every instance due by then.
@@ -393,7 +413,9 @@ class InstanceInfoClaims:
             state, {instance.uuid: amount}, self._allocations
         )[instance.uuid]
 
-    def _claim(self, context, host, instance, resources_of):
+    def _claim(self, context, host, instance, resources_of, granted=None):
+        """Claim ``instance`` on its node; ``granted``: the amount of the
+        grant this process took for it, where it did."""
         instance_uuid = instance.uuid
         node = compat.field(instance, "node")
         if not node:
@@ -420,6 +442,7 @@ class InstanceInfoClaims:
                 lambda: self._amount(
                     context, host, node, instance, resources_of
                 ),
+                granted=granted,
             )
         except api.ClaimRejected as exc:
             if not self._count_anyway(

@@ -577,7 +577,7 @@ class NodeGrants:
             )
             return False
         if self._granted_here is not None:
-            self._granted_here.note(instance_uuid)
+            self._granted_here.note(instance_uuid, amount)
         return True
 
     def withdraw(self, instance_uuid):

@@ -73,7 +73,7 @@ class ProtocolEngine:
             ) from exc
         for instance_uuid in request.instance_uuids:
             if instance_uuid is not None:
-                parts.granted_here.note(instance_uuid)
+                parts.granted_here.note(instance_uuid, request.resources)
         return selections, _host_state_of(ranker)
 
     def _as_stock(self, context, spec_obj, request):

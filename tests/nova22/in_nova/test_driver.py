@@ -444,9 +444,13 @@ class TestInstanceInfoOfOtherWorkers(OtherWorkerTestCase):
         with self.counting("claim_instance") as claims:
             self.cast(self.other, "cmp1", server)
             self.cast(self.manager, "cmp1", server)
-        # One claim, by the worker that granted it; the other deferred.
+        # One claim, by the worker that granted it, with its grant's
+        # amount (MySQL then need not read it back); the other deferred.
         self.assertEqual(1, claims.call_count)
         self.assertIs(self.gs, claims.call_args[0][0])
+        self.assertEqual(
+            api.Resources(2, 4096, 40), claims.call_args.kwargs["granted"]
+        )
         self.assertEqual(
             {server.uuid: "consumed"},
             {g.instance_uuid: g.state for g in self.gs.grants()},

@@ -60,6 +60,29 @@ class TestUpdate(InstanceInfoTestCase, base.TestCase):
         tracked = self.manager._instance_info["cmp1"]["instances"]
         self.assertIn(server.uuid, tracked)
 
+    def test_the_granting_process_claims_with_its_grants_amount(self):
+        # The process that took the grant gives its amount, which MySQL
+        # then need not read back.  As the driver's own host manager is
+        # wired in a scheduler worker:
+        self.manager.instance_claims.defer_others(
+            self.driver.granted_here,
+            self.driver.conf.grant_scheduler.consume_interval,
+        )
+        server = self.schedule()
+        with mock.patch.object(
+            api.GrantScheduler,
+            "claim_instance",
+            autospec=True,
+            side_effect=api.GrantScheduler.claim_instance,
+        ) as claim:
+            self.spawned(server)
+        self.assertEqual(1, claim.call_count)
+        self.assertEqual(
+            api.Resources(2, 4096, 40), claim.call_args.kwargs["granted"]
+        )
+        self.assertEqual({server.uuid: "consumed"}, self.grant_states())
+        self.assertEqual(api.Resources(2, 4096, 40), self.used("cmp1"))
+
     def test_repeated_update_claims_once(self):
         server = self.schedule()
         with mock.patch.object(
