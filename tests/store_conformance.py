@@ -512,7 +512,14 @@ def claims(run):
     asking(run, U[11], SLOT, "cmp3")
     asking(run, U[12], TWO_SLOTS + TWO_SLOTS, "cmp3")
     asking(run, U[11], TWO_SLOTS, "cmp3")
-    run.call("claimed_on", [U[n] for n in range(1, 13)])
+    # The amount the claiming process granted, given: its grant matched by
+    # it; a grant of another amount claimed at its own amount.
+    d = report(run, "cmp4", TWO_SLOTS + TWO_SLOTS)
+    run.call("grant", [d], ask(uuid=U[13]), [])
+    run.call("claim", storage.Build(U[13], "cmp4", "cmp4", granted=SLOT))
+    run.call("grant", [d], ask(uuid=U[14]), [])
+    run.call("claim", storage.Build(U[14], "cmp4", "cmp4", granted=TWO_SLOTS))
+    run.call("claimed_on", [U[n] for n in range(1, 15)])
     run.call("claim_rows")
     run.call("claim_rows", host="cmp2")
     run.call("host_reports")
