@@ -98,6 +98,19 @@ class RoundTrips(base.DatabaseTestCase):
             delta(self.compute_counts, claimed),
         )
 
+    def granted(self):
+        """``(instance uuid, selection)`` of an instance the scheduler
+        just granted, the schema checked first."""
+        self.place()
+        instance_uuid = str(uuid.uuid4())
+        [selection] = self.sched.schedule(
+            ONE.vcpus,
+            ONE.memory_mb,
+            ONE.disk_gb,
+            instance_uuids=[instance_uuid],
+        )
+        return instance_uuid, selection
+
     def test_an_uncontended_placement(self):
         # The first calls check the schema; then the steady state.
         seen = set()
@@ -117,14 +130,7 @@ class RoundTrips(base.DatabaseTestCase):
         information (Nova's host manager, on Nova 22 by default) on a node
         it has claimed nothing on: the common claim, the node's id known
         from the process's view of the books."""
-        self.place()  # the schema checked
-        instance_uuid = str(uuid.uuid4())
-        [selection] = self.sched.schedule(
-            ONE.vcpus,
-            ONE.memory_mb,
-            ONE.disk_gb,
-            instance_uuids=[instance_uuid],
-        )
+        instance_uuid, selection = self.granted()
         before = dict(self.sched_counts)
         outcome = self.sched.claim_instance(
             instance_uuid, selection.host, selection.node, self.fail
@@ -143,14 +149,7 @@ class RoundTrips(base.DatabaseTestCase):
         """The claim a scheduler process makes from the instance
         information of an instance it granted, giving the grant's
         amount."""
-        self.place()  # the schema checked
-        instance_uuid = str(uuid.uuid4())
-        [selection] = self.sched.schedule(
-            ONE.vcpus,
-            ONE.memory_mb,
-            ONE.disk_gb,
-            instance_uuids=[instance_uuid],
-        )
+        instance_uuid, selection = self.granted()
         before = dict(self.sched_counts)
         outcome = self.sched.claim_instance(
             instance_uuid,
@@ -173,14 +172,7 @@ class RoundTrips(base.DatabaseTestCase):
     def test_a_grant_of_another_amount_is_claimed_as_granted(self):
         # The amount given is not the grant's (another grant of the
         # instance since): the grant is found and its own amount counted.
-        self.place()  # the schema checked
-        instance_uuid = str(uuid.uuid4())
-        [selection] = self.sched.schedule(
-            ONE.vcpus,
-            ONE.memory_mb,
-            ONE.disk_gb,
-            instance_uuids=[instance_uuid],
-        )
+        instance_uuid, selection = self.granted()
         used = {
             (h.state.host, h.state.node): h.state.used
             for h in self.sched.hosts()

@@ -44,6 +44,16 @@ class InstanceInfoTestCase(test_driver.DriverTestCase):
             self.context, host, fakes.instance_list(*instances)
         )
 
+    @staticmethod
+    def counting_claims():
+        """``GrantScheduler.claim_instance``, its calls counted."""
+        return mock.patch.object(
+            api.GrantScheduler,
+            "claim_instance",
+            autospec=True,
+            side_effect=api.GrantScheduler.claim_instance,
+        )
+
     def grant_states(self):
         return {g.instance_uuid: g.state for g in self.gs.grants()}
 
@@ -69,12 +79,7 @@ class TestUpdate(InstanceInfoTestCase, base.TestCase):
             self.driver.conf.grant_scheduler.consume_interval,
         )
         server = self.schedule()
-        with mock.patch.object(
-            api.GrantScheduler,
-            "claim_instance",
-            autospec=True,
-            side_effect=api.GrantScheduler.claim_instance,
-        ) as claim:
+        with self.counting_claims() as claim:
             self.spawned(server)
         self.assertEqual(1, claim.call_count)
         self.assertEqual(
@@ -85,12 +90,7 @@ class TestUpdate(InstanceInfoTestCase, base.TestCase):
 
     def test_repeated_update_claims_once(self):
         server = self.schedule()
-        with mock.patch.object(
-            api.GrantScheduler,
-            "claim_instance",
-            autospec=True,
-            side_effect=api.GrantScheduler.claim_instance,
-        ) as claim:
+        with self.counting_claims() as claim:
             self.spawned(server)
             self.spawned(server)
         self.assertEqual(1, claim.call_count)
