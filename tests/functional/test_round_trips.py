@@ -111,6 +111,15 @@ class RoundTrips(base.DatabaseTestCase):
         )
         return instance_uuid, selection
 
+    def used_on(self, selection):
+        """The usage of ``selection``'s node in the books."""
+        [state] = [
+            h.state
+            for h in self.sched.hosts()
+            if (h.state.host, h.state.node) == (selection.host, selection.node)
+        ]
+        return state.used
+
     def test_an_uncontended_placement(self):
         # The first calls check the schema; then the steady state.
         seen = set()
@@ -173,10 +182,7 @@ class RoundTrips(base.DatabaseTestCase):
         # The amount given is not the grant's (another grant of the
         # instance since): the grant is found and its own amount counted.
         instance_uuid, selection = self.granted()
-        used = {
-            (h.state.host, h.state.node): h.state.used
-            for h in self.sched.hosts()
-        }[(selection.host, selection.node)]
+        used = self.used_on(selection)
         outcome = self.sched.claim_instance(
             instance_uuid,
             selection.host,
@@ -185,11 +191,7 @@ class RoundTrips(base.DatabaseTestCase):
             granted=ONE + ONE,
         )
         self.assertEqual(("grant", ONE), (outcome.how, outcome.resources))
-        after = {
-            (h.state.host, h.state.node): h.state.used
-            for h in self.sched.hosts()
-        }[(selection.host, selection.node)]
-        self.assertEqual(used + ONE, after)
+        self.assertEqual(used + ONE, self.used_on(selection))
         self.assertEqual(
             {"consumed"},
             {
