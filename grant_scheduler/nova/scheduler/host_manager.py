@@ -248,11 +248,13 @@ class GrantsHostManager(nova_host_manager.HostManager):
         service row that fall due within ``ahead`` seconds, made now
         (``computes.CellComputes.read_due``): a loop of the process's own
         runs it every ``ahead`` seconds, so that requests seldom carry
-        them.
+        them.  Each enabled cell not read yet (at the process's start) is
+        read whole, and every node's HostState built (``warm``), so that
+        the first requests do not carry that either.
 
         :returns: how many tables were read whole.
         """
-        read = 0
+        read = self.warm(context)
         for cell_uuid, computes in list(self._computes.items()):
             try:
                 with nova_context.target_cell(context, computes.cell) as cctxt:
@@ -266,6 +268,25 @@ class GrantsHostManager(nova_host_manager.HostManager):
                 )
         return read
 
+    def warm(self, context):
+        """Read every compute node and service row of each enabled cell
+        not read yet, and build each of its nodes' HostState, as the
+        first request that reads the cell would (Nova 18-22, whose host
+        manager knows its enabled cells from its start).
+
+        :returns: how many tables were read whole.
+        """
+        unread = [
+            cell
+            for cell in getattr(self, "enabled_cells", None) or ()
+            if cell.uuid not in self._computes
+        ]
+        if not unread:
+            return 0
+        compute_nodes, services = self._read_computes(context, unread)
+        self._keep(compute_nodes, services)
+        return 2 * len(compute_nodes)
+
     def _new_host_state(self, key, cell_uuid, compute):
         return self.host_state_cls(*key, cell_uuid)
 
@@ -273,6 +294,21 @@ class GrantsHostManager(nova_host_manager.HostManager):
         """One HostState per node for this request: a copy of the one kept
         since its compute node or service last changed, with the
         aggregates and instances Nova's HostManager knows now."""
+        found = []
+        for host_state, compute in self._keep(compute_nodes, services):
+            host_state = _copied(host_state)
+            # NOTE: filters write limits (NUMATopologyFilter); the rest
+            # that consumption changes in place is copied on consumption.
+            host_state.limits = dict(host_state.limits or {})
+            host_state.aggregates = self._get_aggregates_info(compute.host)
+            host_state.instances = self._get_instance_info(context, compute)
+            found.append(host_state)
+        return iter(found)
+
+    def _keep(self, compute_nodes, services):
+        """``[(HostState, ComputeNode)]`` of each node with a service: the
+        HostState kept since its compute node or service last changed,
+        built again where one did."""
         kept = {}
         found = []
         for cell_uuid, computes in compute_nodes.items():
@@ -303,15 +339,7 @@ class GrantsHostManager(nova_host_manager.HostManager):
                     entry[0].service = _beaten(entry[0].service, service)
                     entry = (entry[0], compute, service, beat)
                 kept[key] = entry
-                host_state = _copied(entry[0])
-                # NOTE: filters write limits (NUMATopologyFilter); the rest
-                # that consumption changes in place is copied on consumption.
-                host_state.limits = dict(entry[0].limits or {})
-                host_state.aggregates = self._get_aggregates_info(key[0])
-                host_state.instances = self._get_instance_info(
-                    context, compute
-                )
-                found.append(host_state)
+                found.append((entry[0], compute))
         with self._kept_lock:
             self._kept.update(kept)
             # More kept than rows: a node's row went (or was renamed), and
@@ -321,7 +349,7 @@ class GrantsHostManager(nova_host_manager.HostManager):
                     computes = self._computes.get(host_state.cell_uuid)
                     if computes is None or not computes.holds(compute):
                         del self._kept[key]
-        return iter(found)
+        return found
 
     # -- why no host passed -----------------------------------------------
 

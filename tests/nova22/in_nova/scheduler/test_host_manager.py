@@ -145,6 +145,33 @@ class TestKeptHostStates(base.GrantsTestBase):
         self.assertEqual((2, 2), reader.full_reads)
         self.assertEqual(read + 1, books.full_reads)
 
+    def test_the_start_builds_every_host_state_before_a_request(self):
+        # A process that has read no cell yet (its start): the first pass
+        # of the loop reads every row of each enabled cell and builds each
+        # node's HostState, so the first request builds none and reads
+        # only what changed.
+        self.addCleanup(self.driver.stop)
+        manager = self.driver.host_manager
+        manager._computes.clear()
+        manager._kept.clear()
+        context = nova_context.get_admin_context()
+        self.assertEqual(2, manager.read_due(context, 1.0))
+        self.assertEqual(set(self.HOSTS), {host for host, _ in manager._kept})
+        self.assertEqual((1, 1), self.cell_reader().full_reads)
+        self.assertEqual(0, manager.read_due(context, 1.0))
+        built = []
+        build = manager._new_host_state
+        manager._new_host_state = lambda *args: built.append(args) or build(
+            *args
+        )
+        states = self.host_states()
+        self.assertEqual([], built)
+        self.assertEqual(set(self.HOSTS), set(states))
+        for host in self.HOSTS:
+            [entry] = [e for k, e in manager._kept.items() if k[0] == host]
+            self.assertIsNot(entry[0], states[host])
+        self.assertEqual((1, 1), self.cell_reader().full_reads)
+
     def test_a_heartbeat_reaches_the_host_state_kept(self):
         # What the database servicegroup driver writes every
         # report_interval, read at the next read of every service row:
