@@ -161,8 +161,8 @@ class TestKeptHostStates(base.GrantsTestBase):
         self.assertEqual(0, manager.read_due(context, 1.0))
         built = []
         build = manager._new_host_state
-        manager._new_host_state = lambda *args: built.append(args) or build(
-            *args
+        manager._new_host_state = lambda *args: (
+            built.append(args) or build(*args)
         )
         states = self.host_states()
         self.assertEqual([], built)
