@@ -119,10 +119,12 @@ process, at whether a read of every row of its views (grant_scheduler's
 host rows, every view_resync_interval; Nova's compute node rows, every
 view_resync_interval; Nova's compute service rows, every [DEFAULT]
 report_interval) falls due within this time: one that does is made then,
-so that requests read only what changed instead of carrying it.  The loop
-starts with the scheduler's periodic tasks (Nova's [DEFAULT]
-periodic_enable).  0 turns the loop off: each such read is then made by
-the first request that finds it due.
+so that requests read only what changed instead of carrying it; its
+first pass (Nova 18-22) also reads every row of each enabled cell and
+builds each node's HostState, which the first request would otherwise
+carry.  The loop starts with the scheduler's periodic tasks (Nova's
+[DEFAULT] periodic_enable).  0 turns the loop off: each such read is
+then made by the first request that finds it due.
 """,
     ),
     cfg.IntOpt(
