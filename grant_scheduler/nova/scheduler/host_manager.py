@@ -295,8 +295,8 @@ class GrantsHostManager(nova_host_manager.HostManager):
         since its compute node or service last changed, with the
         aggregates and instances Nova's HostManager knows now."""
         found = []
-        for host_state, compute in self._keep(compute_nodes, services):
-            host_state = _copied(host_state)
+        for kept, compute in self._keep(compute_nodes, services):
+            host_state = _copied(kept)
             # NOTE: filters write limits (NUMATopologyFilter); the rest
             # that consumption changes in place is copied on consumption.
             host_state.limits = dict(host_state.limits or {})
