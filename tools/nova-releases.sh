@@ -6,6 +6,10 @@
 #   tools/nova-releases.sh build [RELEASE...]    make (or reuse) the venvs
 #   tools/nova-releases.sh install [RELEASE...]  install a wheel of this
 #                                                checkout into them
+#   tools/nova-releases.sh build|install --for COMMAND [ARG...]
+#                                                only the releases COMMAND
+#                                                runs in (check: 18, 19 and
+#                                                21; tox -e nova-old)
 #   tools/nova-releases.sh run RELEASE CMD...    run CMD in the root with
 #                                                that venv first on PATH,
 #                                                cwd /src (this checkout)
@@ -153,6 +157,24 @@ releases() {
         [ -n "${NOVA[$r]:-}" ] || die "unknown release '$r' (one of ${ALL[*]})"
     done
     echo "$@"
+}
+
+# The releases "COMMAND ARG..." runs in: "check" those of CI_PAIRS and
+# CI_OWN, "run" its first, "test" and "own" theirs (none: all).
+releases_for() {
+    local command=${1:-check}
+    [ "$#" -eq 0 ] || shift
+    case "$command" in
+        check)
+            # shellcheck disable=SC2068 # each pair's releases, a word each
+            printf '%s\n' ${CI_PAIRS[@]} \
+                $(awk '!/^#/ && NF { print $1 }' "$SRC/$CI_OWN") | sort -un |
+                tr '\n' ' '
+            ;;
+        run) releases "${1:?usage: run RELEASE COMMAND [ARG...]}" ;;
+        test | own) releases "$@" ;;
+        *) die "unknown command '$command'" ;;
+    esac
 }
 
 in_root() { bash "$ROOT_TOOL" run "$@"; }
@@ -469,15 +491,17 @@ main() {
     mkdir -p "$(dirname "$ROOT")"
     exec 8>"$LOCK"
     case "$command" in
-        build)
+        build | install)
             flock 8
-            # shellcheck disable=SC2046
-            cmd_build $(releases "$@")
-            ;;
-        install)
-            flock 8
-            # shellcheck disable=SC2046
-            cmd_install $(releases "$@")
+            local which
+            if [ "${1:-}" = --for ]; then
+                shift
+                which=$(releases_for "$@")
+            else
+                which=$(releases "$@")
+            fi
+            # shellcheck disable=SC2086 # a release a word
+            "cmd_$command" $which
             ;;
         run)
             flock --shared 8

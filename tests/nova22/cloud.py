@@ -972,6 +972,21 @@ class Phases:
                 self._phase[current] = outer
 
 
+def _phase_loops(phases):
+    """Each pass of grant_scheduler's own loops (``nova.loop.Loop``)
+    charged to a phase of its own, ``loop: WHAT``, rather than to
+    ``other``."""
+    from grant_scheduler.nova import loop
+
+    tick = loop.Loop._tick
+
+    def marked(self):
+        with phases("loop: %s" % self._what):
+            return tick(self)
+
+    loop.Loop._tick = marked
+
+
 class Boot:
     """Nova's records of one boot, written as Nova 22's services write
     them, around the scheduler's answer:
@@ -1391,6 +1406,8 @@ def schedule(
     for name in NOVA_DATABASES:
         databases[_database_name(spec["%s_url" % name])] = "nova"
     counts = _Counts(databases, phases.current)
+    if system == "grants":
+        _phase_loops(phases)
     manager = scheduler_manager.SchedulerManager()
     admin = nova_context.get_admin_context()
     started = time.monotonic()
