@@ -1,7 +1,8 @@
 """Run by ``test_nova_path_bench.TestPhases`` in a process patched as
 Nova's services are: prints the CPU seconds ``cloud.Phases`` charged to
-each phase while a marked green thread spins, and while the threads it
-starts (``threading``, eventlet's green threads) spin."""
+each phase while a marked green thread spins, while the threads it
+starts (``threading``, eventlet's green threads) spin, and while a pass
+of one of grant_scheduler's loops spins."""
 
 import nova.monkey_patch  # noqa: F401,I001 - first, as in every Nova service
 
@@ -11,6 +12,7 @@ import time  # noqa: E402
 
 import eventlet  # noqa: E402
 
+from grant_scheduler.nova import loop  # noqa: E402
 from tests.nova22 import cloud  # noqa: E402
 
 SPIN = 0.2
@@ -24,6 +26,7 @@ def spin():
 
 def main():
     phases = cloud.Phases()
+    cloud._phase_loops(phases)
     phases.start()
     with phases("marked"):
         thread = threading.Thread(target=spin)
@@ -34,6 +37,8 @@ def main():
     unmarked = threading.Thread(target=spin)
     unmarked.start()
     unmarked.join()
+    owner = threading.Event()  # any object a weak reference can hold
+    loop.Loop(owner, lambda owner: spin(), 1.0, "spin")._tick()
     phases.stop()
     print(json.dumps({"spin": SPIN, "cpu": phases.cpu}))
 

@@ -107,7 +107,8 @@ class TestPhases(unittest.TestCase):
     """The CPU column charges a request's phase with the CPU of every
     thread it starts (``cloud.Phases``): the driver reads a request's
     alternates from placement on threads of ``threading``, which eventlet
-    patches, as well as on green threads."""
+    patches, as well as on green threads; and each pass of
+    grant_scheduler's loops with a phase of its own."""
 
     def test_threads_started_in_a_phase_are_charged_to_it(self):
         root = os.path.dirname(
@@ -128,3 +129,7 @@ class TestPhases(unittest.TestCase):
         self.assertGreaterEqual(cpu["marked"], 3 * spin)
         self.assertLess(cpu["marked"], 3 * spin + spin / 2)
         self.assertGreaterEqual(cpu.get("other", 0), spin)
+        # A loop's pass: its own phase, not "other".
+        self.assertGreaterEqual(cpu["loop: spin"], spin)
+        self.assertLess(cpu["loop: spin"], spin + spin / 2)
+        self.assertLess(cpu.get("other", 0), spin + spin / 2)
