@@ -3,7 +3,11 @@ consumes a grant once Nova has set its instance's host, however long the
 spawn takes, and runs once per process."""
 
 import time
+import uuid
 from unittest import mock
+
+from nova import context as nova_context
+from nova import objects
 
 from tests.nova22.in_nova import base
 from tests.nova22.in_nova import lifecycle
@@ -89,3 +93,69 @@ class TestGrantConsumedWhenTheBuildStarts(lifecycle.BooksTestBase):
         interval = self.driver._lazy.conf.grant_scheduler.consume_interval
         self.assertEqual(2.0, interval)  # the product's default
         return interval
+
+
+class TestGrantBeforeACell(lifecycle.BooksTestBase):
+    """A live grant whose instance the conductor has not put in a cell
+    yet: kept while its build request is there, withdrawn once it is
+    gone, and its build request read without rebuilding the instance
+    it carries."""
+
+    HOSTS = ("host1",)
+
+    def build_request(self):
+        """What Nova's API writes before it asks the scheduler: a build
+        request carrying the instance, and a mapping to no cell."""
+        context = nova_context.get_admin_context()
+        instance_uuid = str(uuid.uuid4())
+        instance = objects.Instance(
+            context,
+            uuid=instance_uuid,
+            project_id="project",
+            user_id="user",
+            vm_state="building",
+        )
+        request = objects.BuildRequest(
+            context,
+            instance=instance,
+            instance_uuid=instance_uuid,
+            project_id="project",
+            block_device_mappings=objects.BlockDeviceMappingList(objects=[]),
+            tags=objects.TagList(),
+        )
+        request.create()
+        objects.InstanceMapping(
+            context,
+            instance_uuid=instance_uuid,
+            project_id="project",
+            cell_mapping=None,
+        ).create()
+        return request
+
+    def test_kept_while_its_build_request_is_there(self):
+        from grant_scheduler.nova.books import follow
+
+        self.boot()  # the node known to the books, one slot of two left
+        request = self.build_request()
+        self.gs.grant_on(
+            request.instance_uuid, "host1", "host1", self.flavor_resources()
+        )
+        follower = follow.GrantFollower(lambda: self.gs)
+        rebuilt = mock.patch.object(
+            objects.BuildRequest,
+            "_load_instance",
+            side_effect=AssertionError("the instance was rebuilt"),
+        )
+        with rebuilt:
+            outcome = follower.run()
+        self.assertFalse(outcome)
+        self.assertEqual(
+            [request.instance_uuid],
+            [g.instance_uuid for g in self.live_grants()],
+        )
+        # The user deletes the server before the conductor placed it.
+        request.destroy()
+        with rebuilt:
+            outcome = follower.run()
+        self.assertEqual([request.instance_uuid], outcome.withdrawn)
+        self.assertEqual([], self.live_grants())
