@@ -1,6 +1,7 @@
 """``grant_scheduler.nova.books.follow`` in Nova 22: the driver's loop
 consumes a grant once Nova has set its instance's host, however long the
-spawn takes, and runs once per process."""
+spawn takes, and runs once per process; a grant whose instance is in no
+cell yet stays while its build request does."""
 
 import time
 import uuid
