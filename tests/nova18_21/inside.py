@@ -27,6 +27,7 @@ sys.path[:] = [
 import nova.tests.functional  # noqa: E402,F401,I001 - first: it monkey-patches
 
 import importlib  # noqa: E402
+import time  # noqa: E402
 import unittest  # noqa: E402
 
 import grant_scheduler  # noqa: E402
@@ -56,6 +57,36 @@ def check_release():
     return got
 
 
+class TimedResult(unittest.TextTestResult):
+    """Verbose results with each test's seconds after its outcome, and
+    the slowest tests at the end: a run that outgrows its time shows
+    where the time went (the output up to the cut is printed)."""
+
+    SLOWEST = 10
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.seconds = {}
+
+    def startTest(self, test):
+        self._started = time.monotonic()
+        super().startTest(test)
+
+    def stopTest(self, test):
+        seconds = time.monotonic() - self._started
+        self.seconds[test.id()] = seconds
+        self.stream.writeln("  (%.1f s)" % seconds)
+        self.stream.flush()
+        super().stopTest(test)
+
+    def printErrors(self):
+        super().printErrors()
+        slowest = sorted(self.seconds.items(), key=lambda i: -i[1])
+        self.stream.writeln("Slowest tests:")
+        for test_id, seconds in slowest[: self.SLOWEST]:
+            self.stream.writeln("  %6.1f s  %s" % (seconds, test_id))
+
+
 def main(argv):
     if len(argv) < 3 or len(argv) % 2 != 1:
         print("usage: python3 -m tests.nova18_21.inside MODULE CLASS...")
@@ -70,7 +101,9 @@ def main(argv):
                 getattr(module, cls)
             )
         )
-    runner = unittest.TextTestRunner(stream=sys.stdout, verbosity=2)
+    runner = unittest.TextTestRunner(
+        stream=sys.stdout, verbosity=2, resultclass=TimedResult
+    )
     result = runner.run(suite)
     # A skip is a check that did not run: here that is a failure.
     if result.skipped:

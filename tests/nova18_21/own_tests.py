@@ -17,8 +17,9 @@ are listed and left out.
 
 It prints both outcomes per module and exits 1 when grant_scheduler fails
 a test the stock scheduler passes in the same release (except the
-``TEST_ID REASON`` lines of ``--allowed``), or when no test ran with
-grant_scheduler registering compute nodes.
+``TEST_ID REASON`` lines of ``--allowed``) and fails it again when run
+alone while the stock scheduler passes it beside (``shared.recheck``), or
+when no test ran with grant_scheduler registering compute nodes.
 """
 
 import os
@@ -192,6 +193,7 @@ def main(argv=None):
         detail = results["grant_scheduler"]["details"].get(test_id)
         if detail:
             print("--- %s\n%s" % (test_id, detail))
+    worse = shared.recheck(__spec__.name, worse, directory)
     if not registered:
         print("FAILED: grant_scheduler registered no compute node")
         return 1
