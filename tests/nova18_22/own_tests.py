@@ -275,10 +275,15 @@ def recheck(module, worse, directory, run=run_once):
         else:
             print(
                 "%s: %s again alone with grant_scheduler and %s with "
-                "stock: neither passes it here now, not counted\n"
-                "--- grant_scheduler\n%s\n--- stock\n%s"
-                % (test_id, ours, stock, detail, stock_detail)
+                "stock: neither passes it here now, not counted"
+                % (test_id, ours, stock)
             )
+            for name, text in (
+                ("grant_scheduler", detail),
+                ("stock", stock_detail),
+            ):
+                if text:
+                    print("--- %s\n%s" % (name, text))
     return regressions
 
 

@@ -40,7 +40,9 @@ def compare(stock_file, ours_file, allowed_file=None):
         stock, ours["outcomes"], shared.allowed(allowed_file)
     )
     for test_id in worse:
-        print("--- %s\n%s" % (test_id, ours["details"].get(test_id, "")))
+        detail = ours["details"].get(test_id)
+        if detail:
+            print("--- %s\n%s" % (test_id, detail))
     return shared.recheck(
         "tests.nova22.own_tests", worse, os.path.dirname(ours_file)
     )
