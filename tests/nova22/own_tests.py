@@ -58,7 +58,7 @@ def main(argv=None):
         "--compare",
         nargs=2,
         metavar=("STOCK_JSON", "OURS_JSON"),
-        help="only compare two earlier runs",
+        help="compare two earlier runs (what ours failed run again alone)",
     )
     parser.add_argument(
         "--allowed",
