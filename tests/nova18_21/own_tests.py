@@ -189,11 +189,12 @@ def main(argv=None):
         results["grant_scheduler"]["outcomes"],
         shared.allowed(args.allowed),
     )
-    for test_id in worse:
-        detail = results["grant_scheduler"]["details"].get(test_id)
-        if detail:
-            print("--- %s\n%s" % (test_id, detail))
-    worse = shared.recheck(__spec__.name, worse, directory)
+    worse = shared.recheck(
+        __spec__.name,
+        worse,
+        directory,
+        results["grant_scheduler"]["details"],
+    )
     if not registered:
         print("FAILED: grant_scheduler registered no compute node")
         return 1

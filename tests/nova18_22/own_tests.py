@@ -241,7 +241,7 @@ def run_once(module, scheduler, test_id, part):
     )
 
 
-def recheck(module, worse, directory, run=run_once):
+def recheck(module, worse, directory, details, run=run_once):
     """Run each test of ``worse`` (the stock scheduler's record passes
     it, grant_scheduler did not in the main run) once more, now and alone
     in a worker of ``module``: the main run's workers load the machine
@@ -251,10 +251,13 @@ def recheck(module, worse, directory, run=run_once):
     fails again, with the stock scheduler too, in the same conditions:
     a stock pass makes it a regression; a stock failure says the
     machine cannot pass it now with either, so it is not counted against
-    grant_scheduler.  Returns the regressions; prints each verdict, so a
-    test that needed the second run is never silent."""
+    grant_scheduler.  Returns the regressions; prints each test's failure
+    in the main run (``details``: ``{test id: text}``) and each verdict,
+    so a test that needed the second run is never silent."""
     regressions = []
     for index, test_id in enumerate(worse):
+        if details.get(test_id):
+            print("--- %s\n%s" % (test_id, details[test_id]))
         part = os.path.join(directory, "recheck-%d" % index)
         ours, detail = run(module, "grant_scheduler", test_id, part + ".ours")
         if ours == "passed":

@@ -11,10 +11,11 @@ from tests.nova18_22 import own_tests
 
 
 class Recheck(base.TestCase):
-    def recheck(self, worse, outcomes):
+    def recheck(self, worse, outcomes, details=None):
         """``recheck`` with each run's outcome taken from ``outcomes``
-        (``{(scheduler, test id): outcome}``); the regressions, the runs
-        made, and what it printed."""
+        (``{(scheduler, test id): outcome}``) and the main run's failures
+        ``details``; the regressions, the runs made, and what it
+        printed."""
         runs = []
 
         def run(module, scheduler, test_id, part):
@@ -24,7 +25,7 @@ class Recheck(base.TestCase):
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
             regressions = own_tests.recheck(
-                "tests.module", worse, "/nowhere", run=run
+                "tests.module", worse, "/nowhere", details or {}, run=run
             )
         return regressions, runs, printed.getvalue()
 
@@ -76,6 +77,21 @@ class Recheck(base.TestCase):
             },
         )
         self.assertEqual(["t.one", "t.three"], regressions)
+
+    def test_the_main_runs_failure_is_printed_before_the_verdict(self):
+        _, _, printed = self.recheck(
+            ["t.one", "t.two"],
+            {
+                ("grant_scheduler", "t.one"): "passed",
+                ("grant_scheduler", "t.two"): "passed",
+            },
+            details={"t.one": "main trace"},
+        )
+        self.assertIn("--- t.one\nmain trace\n", printed)
+        self.assertLess(
+            printed.index("main trace"), printed.index("t.one: failed in")
+        )
+        self.assertNotIn("--- t.two", printed)
 
     def test_nothing_worse_runs_nothing(self):
         self.assertEqual(([], [], ""), self.recheck([], {}))
